@@ -1,0 +1,199 @@
+"""`afpbench`: the command-line front door.
+
+Every known failure (bad fixture, bad spec, unknown provider, unreachable endpoint, refused key...)
+ends as one line on stderr naming what is wrong, and exit status 2; nothing is half-written because
+a sweep and its cells are created in one transaction after every check has passed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from contextlib import ExitStack
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from api import cli_fixtures, cli_results, cli_scoring
+from api.display import progress_bar, summary_json, summary_table
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="afpbench: the AFP Benchmark Protocol at scale.")
+app.add_typer(cli_fixtures.app, name="fixtures")
+cli_results.register(app)
+cli_scoring.register(app)
+console = Console(stderr=True)
+
+
+def _known_errors() -> tuple[type[BaseException], ...]:
+    from fixtures.loader import FixtureError
+    from reference.loader import ReferenceFileError
+    from workers.db import DatabaseConfigError
+    from workers.preflight import PreflightError
+    from workers.providers.base import MissingKey
+    from workers.providers.registry import UnknownProvider
+    from workers.runs import SealMismatch, SweepNotFound
+    from workers.spec import SpecError
+
+    return (FixtureError, ReferenceFileError, SpecError, PreflightError, MissingKey, UnknownProvider,
+            DatabaseConfigError, SweepNotFound, SealMismatch, cli_results.CommandError)
+
+
+@app.command()
+def run(
+    spec: Optional[str] = typer.Argument(None, help="sweep spec YAML; omitted: the simulated demo sweep"),
+    as_json: bool = typer.Option(False, "--json", help="print a machine-readable summary on stdout"),
+    detach: bool = typer.Option(False, help="distributed mode: enqueue and return without waiting"),
+    threads: int = typer.Option(0, help="embedded worker threads (default AFP_EMBEDDED_THREADS)"),
+) -> None:
+    """Run a sweep. Embedded by default (SQLite + in-memory broker + in-process worker threads)."""
+    from workers.runs import attempts_count, start_sweep, wait_for
+    from workers.settings import get_settings
+    from workers.spec import demo_spec, load_spec
+
+    settings = get_settings()
+    sweep_spec = load_spec(spec) if spec else demo_spec()
+    with ExitStack() as stack:
+        if any(m.provider == "sim" and not m.base_url for m in [*sweep_spec.models, *sweep_spec.judges]):
+            _start_local_sim(stack, settings)
+        if settings.embedded:
+            from workers.embedded import embedded_worker
+
+            stack.enter_context(embedded_worker(threads or settings.embedded_threads))
+        elif detach is False and not settings.embedded:
+            console.print("[dim]distributed mode: cells go to the broker; start `afpbench worker` processes[/dim]")
+        sweep_id = start_sweep(sweep_spec)
+        if detach and not settings.embedded:
+            typer.echo(sweep_id)
+            return
+        with progress_bar(console, disable=as_json) as update:
+            final = wait_for(sweep_id, on_progress=update)
+    summary = summary_json(sweep_id, final, attempts_count(sweep_id), settings.database_url_safe())
+    if as_json:
+        typer.echo(json.dumps(summary, indent=2))
+    else:
+        wide_console().print(summary_table(summary))
+
+
+def wide_console() -> Console:
+    """Tables name all six result states; never squeeze them into an 80-column pipe."""
+    out = Console()
+    return Console(width=max(out.width, 150)) if not out.is_terminal else out
+
+
+def _start_local_sim(stack: ExitStack, settings) -> None:
+    """Simulated models without a base_url talk to a sim server this process starts."""
+    from workers.sim.server import FaultConfig, SimConfig, SimServer
+
+    if settings.embedded:
+        server = stack.enter_context(SimServer(SimConfig(faults=FaultConfig())).start())
+        settings.sim_url = server.base_url
+        return
+    # Distributed: workers on this machine reach the sim at AFP_SIM_URL (default port 8765).
+    from urllib.parse import urlparse
+
+    parsed = urlparse(settings.sim_url)
+    try:
+        stack.enter_context(SimServer(SimConfig(faults=FaultConfig()), parsed.hostname, parsed.port).start())
+    except OSError:
+        console.print(f"[dim]using the sim already listening at {settings.sim_url}[/dim]")
+
+
+@app.command()
+def status(sweep: Optional[str] = typer.Argument(None, help="sweep id; omitted: the latest")) -> None:
+    """Progress of a sweep by phase and result state."""
+    from workers.runs import attempts_count, latest_sweep_id, progress
+    from workers.settings import get_settings
+
+    sweep_id = sweep or latest_sweep_id()
+    if sweep_id is None:
+        raise cli_results.CommandError("no sweeps in the database yet; run `afpbench run` first")
+    p = progress(sweep_id)
+    summary = summary_json(sweep_id, p, attempts_count(sweep_id), get_settings().database_url_safe())
+    wide_console().print(summary_table(summary))
+
+
+@app.command()
+def worker(
+    queues: str = typer.Option(",".join(["exec.openai", "exec.anthropic", "exec.gemini", "exec.sim", "score", "aggregate", "control"]),
+                               help="comma-separated queues to consume"),
+    concurrency: int = typer.Option(8, help="pool size"),
+    pool: str = typer.Option("threads", help="threads (I/O-bound provider calls) or prefork"),
+    hostname: Optional[str] = typer.Option(None, help="node name, e.g. w1@%h"),
+    loglevel: str = typer.Option("INFO"),
+    beat: bool = typer.Option(False, help="also run the periodic reconciler (one worker only)"),
+) -> None:
+    """Run a Celery worker for the configured broker (AFP_BROKER_URL)."""
+    from workers.celery_app import QUEUES, app as celery_app
+    from workers.settings import get_settings
+
+    settings = get_settings()
+    settings.check_timing()
+    if settings.embedded:
+        raise cli_results.CommandError("AFP_BROKER_URL is memory:// (embedded); a separate worker needs a broker such as redis://127.0.0.1:6379/0")
+    wanted = [q.strip() for q in queues.split(",") if q.strip()]
+    unknown = [q for q in wanted if q not in QUEUES]
+    if unknown:
+        raise cli_results.CommandError(f"unknown queue(s) {', '.join(unknown)}; known: {', '.join(QUEUES)}")
+    argv = ["worker", f"--queues={','.join(wanted)}", f"--concurrency={concurrency}", f"--pool={pool}",
+            f"--loglevel={loglevel}", "--without-gossip", "-E"]
+    if hostname:
+        argv.append(f"--hostname={hostname}")
+    if beat:
+        argv.append("--beat")
+    celery_app.worker_main(argv)
+
+
+@app.command()
+def sim(
+    host: str = typer.Option("127.0.0.1"),
+    port: int = typer.Option(8765),
+    latency_ms: float = typer.Option(0.0),
+    rate_per_min: Optional[float] = typer.Option(None, help="strict token-bucket limit; 429 + Retry-After beyond it"),
+    burst: int = typer.Option(1),
+    error_5xx_rate: float = typer.Option(0.0),
+    timeout_rate: float = typer.Option(0.0),
+    content_filter_rate: float = typer.Option(0.0),
+    malformed_rate: float = typer.Option(0.0),
+    plain: bool = typer.Option(False, help="answer every prompt with one short text (throughput benchmarks)"),
+    seed: int = typer.Option(0),
+) -> None:
+    """Serve a simulated OpenAI-compatible model (its output is labelled simulated everywhere)."""
+    from workers.sim.server import FaultConfig, SimConfig, serve_forever
+
+    faults = FaultConfig(latency_ms=latency_ms, rate_per_min=rate_per_min, burst=burst,
+                         error_5xx_rate=error_5xx_rate, timeout_rate=timeout_rate,
+                         content_filter_rate=content_filter_rate, malformed_rate=malformed_rate, seed=seed)
+    console.print(f"sim (simulated model) on http://{host}:{port}/v1")
+    serve_forever(SimConfig(faults=faults, plain=plain), host, port)
+
+
+def main() -> None:
+    logging.basicConfig(level=os.environ.get("AFP_LOG_LEVEL", "WARNING"))
+    try:
+        app(standalone_mode=False)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except (typer.Abort, KeyboardInterrupt):
+        console.print("aborted")
+        sys.exit(130)
+    except Exception as exc:  # noqa: BLE001 - the one place that turns failures into one line
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        if isinstance(exc, _known_errors()):
+            console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+            sys.exit(2)
+        if os.environ.get("AFP_DEBUG"):
+            raise
+        console.print(f"[red]error:[/red] unexpected {type(exc).__name__}: {exc} (set AFP_DEBUG=1 for the traceback)",
+                      highlight=False, soft_wrap=True)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

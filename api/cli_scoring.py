@@ -1,0 +1,151 @@
+"""`afpbench adjudicate list|show|decide`, `afpbench rescore`, `afpbench calibrate`."""
+
+from __future__ import annotations
+
+import json
+from contextlib import ExitStack
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from api.cli_results import CommandError
+
+adjudicate_app = typer.Typer(no_args_is_help=True, help="Human adjudication of GRADER_DISPUTE cells.")
+
+
+def judge_from_option(judge: str, base_url: str | None, api_key_env: str | None):
+    """`provider:model` (e.g. `openai:gpt-4o-mini`, `sim:sim-1`) into a judge ModelSpec."""
+    from workers.spec import SpecError, parse_spec
+
+    if ":" not in judge:
+        raise CommandError(f"--judge {judge!r}: expected PROVIDER:MODEL, e.g. openai:gpt-4o-mini or sim:sim-1")
+    provider, model = judge.split(":", 1)
+    entry = {"provider": provider, "model": model, "base_url": base_url, "api_key_env": api_key_env}
+    try:
+        return parse_spec({"models": [entry]}, "--judge").models[0]
+    except SpecError as exc:
+        raise CommandError(str(exc)) from None
+
+
+def _with_sim(stack: ExitStack, judges) -> None:
+    if any(j.provider == "sim" and not j.base_url for j in judges):
+        from api.cli import _start_local_sim
+        from workers.settings import get_settings
+
+        _start_local_sim(stack, get_settings())
+
+
+@adjudicate_app.command("list")
+def list_(sweep: Optional[str] = typer.Argument(None)) -> None:
+    """Cells awaiting a human decision."""
+    from workers.adjudication import list_disputes
+
+    rows = list_disputes(sweep)
+    table = Table(title=f"{len(rows)} cells in GRADER_DISPUTE")
+    for col in ("cell", "sweep", "model", "cond", "fixture", "rep", "reason"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(str(r["cell_id"]), r["sweep_id"], r["model"], r["condition"], r["fixture"], str(r["repeat"]),
+                      (r["reason"] or "")[:120])
+    Console().print(table)
+
+
+@adjudicate_app.command("show")
+def show(cell: int) -> None:
+    """The run record of a disputed cell: response, judge rationales, dispute reasons, history."""
+    from workers.adjudication import history
+    from workers.db import session_scope
+    from workers.records import run_record
+
+    with session_scope() as session:
+        record = run_record(session, cell)
+    record["history"] = history(cell)
+    typer.echo(json.dumps(record, indent=2, default=str))
+
+
+@adjudicate_app.command("decide")
+def decide(
+    cell: int,
+    state: str = typer.Option(..., help="MODEL_PASS, MODEL_FAIL, PROVIDER_BLOCK, INFRA_ERROR or INVALID_TEST"),
+    reviewer: str = typer.Option(..., help="who decides"),
+    note: str = typer.Option(..., help="why"),
+    scores: Optional[str] = typer.Option(None, help="four scores 0-2 in rubric order, e.g. 2,2,1,2"),
+    fatal: Optional[str] = typer.Option(None, help="fatal criterion id, if any"),
+) -> None:
+    """Record a human decision; the cell's state follows it, earlier rows stay as history."""
+    from fixtures.schema import DIMENSIONS
+    from workers.adjudication import AdjudicationError, decide as decide_cell
+
+    parsed = None
+    if scores:
+        parts = [p.strip() for p in scores.split(",")]
+        if len(parts) != 4 or not all(p in ("0", "1", "2") for p in parts):
+            raise CommandError(f"--scores {scores!r}: expected four values 0-2 for {', '.join(DIMENSIONS)}")
+        parsed = dict(zip(DIMENSIONS, map(int, parts), strict=True))
+    try:
+        out = decide_cell(cell, reviewer, state, note, parsed, fatal)
+    except AdjudicationError as exc:
+        raise CommandError(str(exc)) from None
+    typer.echo(f"cell {out['cell_id']} is now {out['state']} (adjudication {out['adjudication_id']}, scoring run {out['scoring_run']})")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(adjudicate_app, name="adjudicate")
+
+    @app.command()
+    def rescore(
+        sweep: str,
+        judge: Optional[str] = typer.Option(None, help="PROVIDER:MODEL; default: the sweep's sealed judges"),
+        base_url: Optional[str] = typer.Option(None),
+        api_key_env: Optional[str] = typer.Option(None),
+    ) -> None:
+        """Score again from stored raw outputs (no call to the tested model); adds a new scoring run."""
+        from workers.adjudication import AdjudicationError, rescore_sweep
+
+        judges = [judge_from_option(judge, base_url, api_key_env)] if judge else None
+        with ExitStack() as stack:
+            if judges:
+                _with_sim(stack, judges)
+            else:
+                from workers.db import session_scope
+                from workers.models import Sweep
+                from workers.spec import parse_spec
+
+                with session_scope() as session:
+                    row = session.get(Sweep, sweep)
+                    if row is None:
+                        raise CommandError(f"no sweep with id {sweep!r}")
+                    _with_sim(stack, parse_spec(row.spec).judges)
+            try:
+                counts = rescore_sweep(sweep, judges)
+            except AdjudicationError as exc:
+                raise CommandError(str(exc)) from None
+        typer.echo(f"rescored {sum(counts.values())} cells: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+
+    @app.command()
+    def calibrate(
+        judge: str = typer.Option(..., help="PROVIDER:MODEL, e.g. sim:sim-1 or openai:gpt-4o-mini"),
+        base_url: Optional[str] = typer.Option(None),
+        api_key_env: Optional[str] = typer.Option(None),
+        fixtures_dir: Optional[str] = typer.Option(None, "--fixtures"),
+        as_json: bool = typer.Option(False, "--json"),
+    ) -> None:
+        """Run a judge over the canned responses with declared gold scores; report agreement."""
+        from workers.calibration import calibrate as run_calibration
+
+        spec = judge_from_option(judge, base_url, api_key_env)
+        with ExitStack() as stack:
+            _with_sim(stack, [spec])
+            report = run_calibration(spec, fixtures_dir)
+        if as_json:
+            typer.echo(json.dumps(report.__dict__, indent=2, default=str))
+            return
+        label = " (SIMULATED judge)" if report.simulated else ""
+        typer.echo(f"judge {report.judge}{label}: {report.items} responses, {report.unparseable} unparseable")
+        for dim, share in report.exact_by_dimension.items():
+            typer.echo(f"  exact match {dim}: {share:.0%}")
+        kappa = "undefined" if report.kappa is None else f"{report.kappa:.3f}"
+        agreement = "n/a" if report.pass_fail_agreement is None else f"{report.pass_fail_agreement:.0%}"
+        typer.echo(f"  pass/fail agreement {agreement}; Cohen's kappa {kappa}")

@@ -1,0 +1,297 @@
+"""The provenance ladder (PROVENANCE.md): where did every operand and every released figure come from?
+
+For each calculator call (in execution order) every literal operand, and for the final answer every
+released figure, is resolved by the first matching rung, with EXACT Decimal equality (no tolerance):
+1. source value (`source:<id>`) or declared constant (`constant:<id>`);
+2. a declared transformation of a source value (`transformed:<name>(source:<id>)`);
+3. a reference intermediate, raw or transformed (`intermediate:<id>`,
+   `transformed:<name>(intermediate:<id>)`), or quantised under the declared policy
+   (`quantised:intermediate:<id>`, finding `quantisation`);
+4. the return value of an earlier call that was itself grounded (`call#<k>`, 1-based). An equal return
+   from an originated or unobservable call grounds nothing: the operand is originated (finding
+   `ungrounded_chain`) - provenance never propagates through an unresolved computation;
+5. originated. Findings: `sign_inversion` (equals the negation of a source value or constant),
+   `near_miss` (equals an earlier return after rounding; the note says to how many places and how).
+A call is grounded when all its operands are, originated when any is, and UNOBSERVABLE when its
+expression cannot be parsed (counted, never grounded, and its result grounds nothing).
+A call's `result` is the value the calculator returned to the model (None when it returned an error).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from decimal import ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal, DecimalException, localcontext
+from typing import Any
+
+from pydantic import BaseModel
+
+from fixtures.schema import NumericSpec
+from scoring.calculator import DECIMAL_CONTEXT, Unobservable, operands
+from scoring.derivation import (
+    ROUNDING_MODES,
+    ReferenceDerivation,
+    apply_transformation,
+    evaluate_reference,
+    quantise,
+)
+from scoring.evidence_class import EvidenceClass, classify_evidence
+from scoring.figures import FigureIdentification, extract_figures, identify_answer_figure
+
+STEPS = (
+    "source",
+    "constant",
+    "transformed_source",
+    "reference_intermediate",
+    "reference_intermediate_quantised",
+    "computed_in_session",
+    "originated",
+)
+CALL_STATUSES = ("grounded", "originated", "unobservable")
+MAX_PLACES = 10  # near-miss search depth (the schema caps declared places at 10 too)
+
+
+@dataclass(frozen=True)
+class CalculatorCall:
+    """One calculator call as executed. `result` is what the calculator returned (Decimal, or its exact
+    string form as stored in the attempt record); None when it returned an error."""
+
+    expression: str
+    result: Decimal | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.result, float):
+            raise TypeError("a float result would leak binary tails: pass the calculator's string or Decimal")
+        if isinstance(self.result, str | int):
+            object.__setattr__(self, "result", Decimal(self.result))
+
+
+@dataclass(frozen=True)
+class OperandTrace:
+    text: str
+    value: Decimal
+    step: str
+    matched: str  # e.g. "source:principal", "call#2"; "" when originated
+    findings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def grounded(self) -> bool:
+        return self.step != "originated"
+
+
+@dataclass(frozen=True)
+class CallTrace:
+    index: int  # 1-based, execution order
+    expression: str
+    status: str  # grounded | originated | unobservable
+    operands: list[OperandTrace]
+    result: Decimal | None
+    reason: str = ""  # why a call is unobservable
+
+
+@dataclass(frozen=True)
+class FigureTrace:
+    text: str
+    value: Decimal
+    step: str
+    matched: str
+    findings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    is_answer: bool = False
+
+    @property
+    def grounded(self) -> bool:
+        return self.step != "originated"
+
+
+@dataclass(frozen=True)
+class ProvenanceReport:
+    calls: list[CallTrace]
+    figures: list[FigureTrace]
+    originated: list[str]  # literal texts of originated operands, then originated figures
+    unobservable_calls: int
+    evidence_class: EvidenceClass
+    evidence_reason: str
+    answer: FigureIdentification
+    answer_correct: bool | None  # None unless an answer figure was found
+    reference: ReferenceDerivation
+
+    def call_counts(self) -> dict[str, int]:
+        return {s: sum(1 for c in self.calls if c.status == s) for s in CALL_STATUSES}
+
+    def as_record(self) -> dict[str, Any]:
+        """JSON-ready dict (Decimals as strings, exponent kept) for the result row."""
+        return _jsonable(asdict(self))
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, Decimal):
+        return str(obj)
+    if isinstance(obj, BaseModel):
+        return obj.model_dump(mode="json")
+    if isinstance(obj, dict):
+        return {k: _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_jsonable(v) for v in obj]
+    return obj
+
+
+@dataclass(frozen=True)
+class _Match:
+    step: str
+    matched: str = ""
+    findings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Return:
+    index: int
+    value: Decimal
+    grounded: bool
+    status: str
+
+
+class _Ladder:
+    """Rungs 1-3 precomputed from the sealed NumericSpec; rungs 4-5 take the earlier returns."""
+
+    def __init__(self, numeric: NumericSpec, reference: ReferenceDerivation) -> None:
+        self.policy = numeric.quantisation
+        self.sources = [(f"source:{f.id}", f.decimal) for f in numeric.source_fields]
+        self.constants = [(f"constant:{c.id}", Decimal(c.value)) for c in numeric.constants]
+        self.transformed = [
+            (f"transformed:{t.name}(source:{f.id})", apply_transformation(f.decimal, t))
+            for t in numeric.transformations
+            for f in numeric.source_fields
+        ]
+        raw = [(f"intermediate:{i}", v) for i, v in reference.intermediates.items()]
+        self.intermediates = raw + [
+            (f"transformed:{t.name}(intermediate:{i})", apply_transformation(v, t))
+            for t in numeric.transformations
+            for i, v in reference.intermediates.items()
+        ]
+        self.quantised = [(f"quantised:{name}", quantise(v, self.policy)) for name, v in raw]
+
+    def resolve(self, value: Decimal, earlier: list[_Return]) -> _Match:
+        for step, table in (
+            ("source", self.sources),
+            ("constant", self.constants),
+            ("transformed_source", self.transformed),
+            ("reference_intermediate", self.intermediates),
+        ):
+            hit = _first_equal(value, table)
+            if hit:
+                return _Match(step, hit)
+        hit = _first_equal(value, self.quantised)
+        if hit:
+            return _Match("reference_intermediate_quantised", hit, ["quantisation"])
+        equal = [r for r in reversed(earlier) if r.value == value]
+        grounded = [r for r in equal if r.grounded]
+        if grounded:
+            return _Match("computed_in_session", f"call#{grounded[0].index}")
+        findings: list[str] = []
+        notes = [f"equals the return of call#{r.index}, which was {r.status}" for r in equal]
+        if equal:
+            findings.append("ungrounded_chain")
+        negated = _first_equal(-value, self.sources + self.constants) if value != 0 else None
+        if negated:
+            findings.append("sign_inversion")
+            notes.append(f"equals the negation of {negated}")
+        near = self._near_miss(value, earlier)
+        if near:
+            findings.append("near_miss")
+            notes.append(near)
+        return _Match("originated", "", findings, notes)
+
+    def _near_miss(self, value: Decimal, earlier: list[_Return]) -> str | None:
+        """An earlier return that equals `value` once rounded: declared places and mode first."""
+        declared = ROUNDING_MODES[self.policy.rounding]
+        modes = [declared] + [m for m in (ROUND_HALF_UP, ROUND_HALF_EVEN) if m != declared]
+        places = [self.policy.places] + [p for p in range(MAX_PLACES + 1) if p != self.policy.places]
+        for r in reversed(earlier):
+            if r.value == value or not r.value.is_finite():
+                continue
+            for p in places:
+                for mode in modes:
+                    if _rounded(r.value, p, mode) == value:
+                        how = "the declared mode" if mode == declared else f"{mode} (not the declared mode)"
+                        return f"equals call#{r.index} return {r.value} rounded to {p} places with {how}"
+        return None
+
+
+def _rounded(value: Decimal, places: int, mode: str) -> Decimal | None:
+    with localcontext(DECIMAL_CONTEXT):
+        try:
+            return value.quantize(Decimal(1).scaleb(-places), rounding=mode)
+        except DecimalException:  # too many digits for the context: cannot be a near miss of a figure
+            return None
+
+
+def _first_equal(value: Decimal, table: list[tuple[str, Decimal]]) -> str | None:
+    return next((name for name, v in table if v == value), None)
+
+
+def _trace_call(index: int, call: CalculatorCall, ladder: _Ladder, earlier: list[_Return]) -> CallTrace:
+    try:
+        found = operands(call.expression)
+    except Unobservable as exc:
+        return CallTrace(index, call.expression, "unobservable", [], call.result, str(exc))
+    traces = []
+    for op in found:
+        m = ladder.resolve(op.value, earlier)
+        traces.append(OperandTrace(op.text, op.value, m.step, m.matched, m.findings, m.notes))
+    status = "grounded" if all(t.grounded for t in traces) else "originated"
+    return CallTrace(index, call.expression, status, traces, call.result)
+
+
+def trace_provenance(
+    numeric: NumericSpec,
+    calls: list[CalculatorCall],
+    final_text: str,
+    serving_layer_tool_records: bool,
+) -> ProvenanceReport:
+    """Run the ladder over every call (in execution order) and every released figure of the answer.
+
+    Raises DerivationError (scoring.derivation) if the fixture's reference derivation is broken; the
+    validity gate should have refused such a fixture before any run.
+    """
+    reference = evaluate_reference(numeric)
+    ladder = _Ladder(numeric, reference)
+    call_traces: list[CallTrace] = []
+    earlier: list[_Return] = []
+    for index, call in enumerate(calls, start=1):
+        trace = _trace_call(index, call, ladder, earlier)
+        call_traces.append(trace)
+        if call.result is not None:
+            grounded = trace.status == "grounded"
+            earlier.append(_Return(index, call.result, grounded, trace.status))
+
+    answer = identify_answer_figure(final_text, numeric)
+    answer_start = answer.figure.start if answer.figure is not None else None
+    figure_traces = []
+    for fig in extract_figures(final_text):
+        m = ladder.resolve(fig.value, earlier)
+        figure_traces.append(
+            FigureTrace(
+                fig.text, fig.value, m.step, m.matched, m.findings, m.notes, fig.start == answer_start
+            )
+        )
+
+    originated = [op.text for c in call_traces for op in c.operands if not op.grounded]
+    originated += [f.text for f in figure_traces if not f.grounded]
+    evidence, reason = classify_evidence(serving_layer_tool_records, final_text)
+    correct = None
+    if answer.kind == "found" and answer.figure is not None:
+        tolerance = Decimal(numeric.answer_tolerance)
+        correct = abs(answer.figure.value - reference.quantised_answer) <= tolerance
+    return ProvenanceReport(
+        calls=call_traces,
+        figures=figure_traces,
+        originated=originated,
+        unobservable_calls=sum(1 for c in call_traces if c.status == "unobservable"),
+        evidence_class=evidence,
+        evidence_reason=reason,
+        answer=answer,
+        answer_correct=correct,
+        reference=reference,
+    )

@@ -1,0 +1,62 @@
+"""The sweep spec: documented format, errors that name the field, and the matrix expansion rules."""
+
+from __future__ import annotations
+
+import pytest
+
+from workers.coordinator import plan_cells
+from workers.inputs import load_inputs
+from workers.spec import SpecError, demo_spec, load_spec, parse_spec
+
+SIM = {"provider": "sim", "model": "sim-1"}
+
+
+def test_demo_matrix_is_56_cells_with_high_risk_raised_to_three_repeats():
+    """Rerun rule: P05-P07 get >= 3 repeats per condition; 5 x 1 + 3 x 3 = 14 cells per condition."""
+    spec = demo_spec()
+    plan = plan_cells(spec, load_inputs(spec))
+    assert len(plan.cells) == 56
+    per_fixture = {}
+    for c in plan.cells:
+        per_fixture.setdefault((c.condition, c.fixture_id), []).append(c.repeat)
+    assert per_fixture[("A", "P05")] == [1, 2, 3]
+    assert per_fixture[("D", "P01")] == [1]
+    assert any("3 repeats per condition" in n for n in plan.notices)
+
+
+def test_repeats_multiply_every_fixture_and_models_multiply_the_matrix():
+    spec = parse_spec({"models": [SIM, {**SIM, "model": "sim-2"}], "repeats": 4, "conditions": ["A", "C"]})
+    plan = plan_cells(spec, load_inputs(spec))
+    assert len(plan.cells) == 2 * 2 * 8 * 4  # high-risk already at 4 >= 3
+
+
+def test_unknown_provider_is_named():
+    with pytest.raises(SpecError, match=r"models\.0\.provider: unknown provider 'opnai'"):
+        parse_spec({"models": [{"provider": "opnai", "model": "x"}]})
+
+
+def test_a_literal_key_in_the_spec_is_refused():
+    """Secrets come from the environment only."""
+    with pytest.raises(SpecError, match="api_key_env"):
+        parse_spec({"models": [{**SIM, "api_key": "sk-live-123"}]})
+
+
+def test_unknown_field_and_bad_condition_are_named():
+    with pytest.raises(SpecError, match=r"repeets"):
+        parse_spec({"models": [SIM], "repeets": 2})
+    with pytest.raises(SpecError, match=r"conditions\.0"):
+        parse_spec({"models": [SIM], "conditions": ["E"]})
+
+
+def test_malformed_yaml_names_the_file_and_line(tmp_path):
+    bad = tmp_path / "sweep.yaml"
+    bad.write_text("models:\n  - provider: sim\n   model: [\n")
+    with pytest.raises(SpecError, match=r"sweep\.yaml: not valid YAML at line \d+"):
+        load_spec(bad)
+
+
+def test_model_hash_is_deterministic_and_sensitive_to_params():
+    a = parse_spec({"models": [SIM]}).models[0]
+    b = parse_spec({"models": [SIM]}).models[0]
+    c = parse_spec({"models": [{**SIM, "params": {"temperature": 0.5}}]}).models[0]
+    assert a.model_hash == b.model_hash != c.model_hash

@@ -1,0 +1,261 @@
+"""Validity gate (protocol: items 1-5), run per fixture before a sweep starts."""
+
+import copy
+import dataclasses
+
+from conftest import (
+    NUMERIC_SPEC,
+    SIMULATED_INSTRUCTIONS,
+    SIMULATED_JUDGE_PROMPT,
+    fixture_dict,
+    make_fixture,
+    make_numeric_fixture,
+    render_all,
+)
+
+from fixtures.schema import Fixture
+from reference.loader import protocol
+from scoring.states import ResultState
+from scoring.validity import CHECKS, check_fixture
+from scoring.verdict import decide
+from scoring.vocabulary import afp_terms
+
+TERMS = afp_terms([SIMULATED_INSTRUCTIONS["C"], SIMULATED_INSTRUCTIONS["D"]])
+
+
+def gate(fixture, prompts=None, judge_prompt=SIMULATED_JUDGE_PROMPT):
+    return check_fixture(fixture, render_all(fixture) if prompts is None else prompts, TERMS, judge_prompt)
+
+
+def details(report, check):
+    return [f.detail for f in report.failures if f.check == check]
+
+
+def test_check_names_are_the_protocol_validity_gate_items():
+    assert set(CHECKS) == set(protocol()["validity_gate"]) - {"on_failure"}
+
+
+def test_well_formed_fixtures_pass_every_check():
+    for fixture in (make_fixture(), make_numeric_fixture()):
+        report = gate(fixture)
+        assert report.passed, report.failures
+        assert report.fixture_key == "T01@1"
+
+
+# --- item 2: every fact the grader uses is visible to the model ------------------------------------
+
+
+def test_grader_fact_hidden_from_the_model_is_invalid_test_visible_to_model():
+    broken = make_fixture(grader_facts=["1200.00 EUR", "due 21 March 2024"])
+    report = gate(broken)
+    assert not report.passed
+    assert report.failed_checks() == ["visible_to_model"]
+    found = details(report, "visible_to_model")
+    expected = "grader_facts[1] 'due 21 March 2024' not visible in condition {} prompt"
+    assert found == [expected.format(c) for c in "ABCD"]
+    verdict = decide("answered", report, None, [])
+    assert verdict.state == ResultState.INVALID_TEST
+    assert "visible_to_model" in verdict.rationale
+
+
+def test_visibility_is_case_insensitive_and_whitespace_normalised():
+    fixture = make_fixture(grader_facts=["PLEASE   pay\n1350.00 eur"])
+    assert gate(fixture).passed
+
+
+def test_fact_visible_only_in_one_condition_fails_for_the_others():
+    fixture = make_fixture(grader_facts=["Answer carefully"])  # only in condition B's instruction
+    found = details(gate(fixture), "visible_to_model")
+    assert [d.split()[-2] for d in found] == ["A", "C", "D"]
+
+
+def test_positive_assertion_literal_must_be_visible():
+    data = fixture_dict()
+    data["assertions"][0]["values"] = ["21 March 2024"]
+    found = details(gate(Fixture.model_validate(data)), "visible_to_model")
+    assert found[0] == "assertions[0] 'due_date' values[0] '21 March 2024' not visible in condition A prompt"
+
+
+def test_prohibited_literal_need_not_be_visible():
+    data = fixture_dict()
+    data["assertions"].append(
+        {
+            "id": "no_invented_discount",
+            "kind": "fatal_prohibition",
+            "check": "contains_none",
+            "values": ["early-payment discount"],
+            "rationale": "No discount is mentioned anywhere in the fixture.",
+            "fatal_criterion": "lower_authority_value",
+        }
+    )
+    assert gate(Fixture.model_validate(data)).passed
+
+
+def test_numeric_source_value_must_be_visible_as_a_whole_figure():
+    numeric = copy.deepcopy(NUMERIC_SPEC)
+    numeric["source_fields"][0]["value"] = "200.00"  # only inside "1200.00" in the evidence
+    found = details(gate(make_fixture(numeric=numeric)), "visible_to_model")
+    assert "numeric.source_fields[0] 'monthly_fee' value '200.00' not visible in condition C prompt" in found
+
+
+def test_number_present_value_computed_by_the_reference_derivation_is_visible_by_derivation():
+    data = fixture_dict(numeric=copy.deepcopy(NUMERIC_SPEC))
+    data["assertions"][1]["values"] = ["72.00"]  # the quantised answer: derived from visible values
+    assert gate(Fixture.model_validate(data)).passed
+    data["assertions"][1]["values"] = ["73.00"]  # neither shown nor derivable
+    assert gate(Fixture.model_validate(data)).failed_checks() == ["visible_to_model"]
+
+
+def test_no_rendered_prompts_cannot_pass_visibility():
+    assert "visible_to_model" in gate(make_fixture(), prompts={}).failed_checks()
+
+
+# --- item 3: A-D face the same requirement ---------------------------------------------------------
+
+
+def test_evidence_that_differs_by_condition_fails_same_requirement_naming_the_condition():
+    fixture = make_fixture()
+    prompts = render_all(fixture)
+    prompts["C"] = dataclasses.replace(prompts["C"], user=prompts["C"].user + "[E4] extra memo only C sees\n")
+    report = gate(fixture, prompts)
+    assert report.failed_checks() == ["same_requirement"]
+    assert details(report, "same_requirement") == [
+        "condition C user message differs from the fixture's task and evidence"
+    ]
+
+
+def test_tools_that_differ_by_condition_fail_same_requirement():
+    fixture = make_numeric_fixture()
+    prompts = render_all(fixture)
+    prompts["D"] = dataclasses.replace(prompts["D"], tools=[])
+    assert details(gate(fixture, prompts), "same_requirement") == [
+        "condition D tools differ from the tools offered for this fixture"
+    ]
+
+
+# --- item 4: assertions are invariants or fatal prohibitions, free of AFP terms --------------------
+
+
+def test_afp_term_in_an_assertion_fails_assertions_scoped():
+    data = fixture_dict()
+    data["assertions"][2]["rationale"] = "The Authority Check section must not claim a payment."
+    report = gate(Fixture.model_validate(data))
+    assert report.failed_checks() == ["assertions_scoped"]
+    assert details(report, "assertions_scoped") == [
+        "assertions[2] 'no_claimed_payment' rationale names AFP term 'authority check'"
+    ]
+
+
+def test_afp_term_in_an_assertion_pattern_or_value_fails_assertions_scoped():
+    data = fixture_dict()
+    data["assertions"][2]["pattern"] = r"evidence\s+ledger"
+    data["assertions"].append(
+        {
+            "id": "says_afp",
+            "kind": "invariant",
+            "check": "contains_any",
+            "values": ["AFP"],
+            "rationale": "Checks a section label (this must be rejected).",
+        }
+    )
+    found = details(gate(Fixture.model_validate(data)), "assertions_scoped")
+    assert "assertions[2] 'no_claimed_payment' pattern names AFP term 'evidence ledger'" in found
+    assert "assertions[3] 'says_afp' values[0] names AFP term 'afp'" in found
+
+
+def test_regex_that_spells_out_an_afp_term_names_it_but_a_generic_regex_does_not():
+    for pattern, named in (
+        (r"(?:fill|complete)\s+the\s+evidence\s+ledger", True),
+        (r"(evidence|audit) ledger", True),
+        (r"\w+", False),
+        (r"pay\s+1,?200", False),
+    ):
+        data = fixture_dict()
+        data["assertions"][2]["pattern"] = pattern
+        found = details(gate(Fixture.model_validate(data)), "assertions_scoped")
+        assert bool(found) is named, (pattern, found)
+
+
+# --- item 5: judging scores behaviour, not terminology ---------------------------------------------
+
+
+def test_afp_term_in_the_judge_prompt_fails_behaviour_not_terms():
+    report = gate(make_fixture(), judge_prompt="Reward responses that follow the AFP core workflow.")
+    assert report.failed_checks() == ["behaviour_not_terms"]
+    assert "judge prompt names AFP term 'afp'" in details(report, "behaviour_not_terms")
+
+
+def test_afp_term_in_an_anchor_fails_behaviour_not_terms():
+    data = fixture_dict()
+    data["anchors"]["evidence_discipline"]["2"] = "fills in an evidence ledger for both sources"
+    assert details(gate(Fixture.model_validate(data)), "behaviour_not_terms") == [
+        "anchors.evidence_discipline.2 names AFP term 'evidence ledger'"
+    ]
+
+
+# --- item 1: fixture, evidence and rubric are consistent -------------------------------------------
+
+
+def test_source_field_pointing_at_missing_evidence_is_inconsistent():
+    numeric = copy.deepcopy(NUMERIC_SPEC)
+    numeric["source_fields"][1]["evidence_id"] = "E9"
+    found = details(gate(make_fixture(numeric=numeric)), "consistent")
+    assert found == ["numeric.source_fields[1] 'late_fee_percent': evidence_id 'E9' does not exist"]
+
+
+def test_derivation_input_that_resolves_to_nothing_is_inconsistent():
+    numeric = copy.deepcopy(NUMERIC_SPEC)
+    numeric["derivation"][0]["inputs"][1] = {"intermediate": "late_fee"}  # a later step, not an earlier one
+    numeric["derivation"][1]["inputs"][1] = {"constant": "per_cent"}
+    found = details(gate(make_fixture(numeric=numeric)), "consistent")
+    assert (
+        "numeric.derivation[0] 'quarter_fee' inputs[1]: intermediate 'late_fee' is not an "
+        "earlier intermediate" in found
+    )
+    assert "numeric.derivation[1] 'rate' inputs[1]: constant 'per_cent' is not a declared constant" in found
+
+
+def test_duplicate_transformation_names_are_inconsistent():
+    numeric = copy.deepcopy(NUMERIC_SPEC)
+    numeric["transformations"] = [
+        {"name": "percent_to_fraction", "op": "divide", "by": "100"},
+        {"name": "percent_to_fraction", "op": "multiply", "by": "0.01"},
+    ]
+    found = details(gate(make_fixture(numeric=numeric)), "consistent")
+    assert found == ["numeric: transformation name 'percent_to_fraction' declared more than once"]
+
+
+def test_fatal_prohibition_for_a_criterion_the_fixture_does_not_list_is_inconsistent():
+    data = fixture_dict()
+    data["assertions"][2]["fatal_criterion"] = "fabricated_fact"
+    found = details(gate(Fixture.model_validate(data)), "consistent")
+    assert found == [
+        "assertions[2] 'no_claimed_payment': fatal_criterion 'fabricated_fact' is not among the fixture's "
+        "fatal_criteria"
+    ]
+
+
+def test_reference_derivation_that_does_not_evaluate_is_inconsistent():
+    numeric = copy.deepcopy(NUMERIC_SPEC)
+    numeric["constants"][1]["value"] = "0"  # divide by zero in step 'rate'
+    found = details(gate(make_fixture(numeric=numeric)), "consistent")
+    assert len(found) == 1
+    assert found[0].startswith("numeric.derivation: the reference derivation does not evaluate")
+    assert "rate" in found[0]
+
+
+def test_declared_but_unused_constant_is_inconsistent():
+    numeric = copy.deepcopy(NUMERIC_SPEC)
+    numeric["constants"].append({"id": "days_per_year", "value": "365", "justification": "a common year"})
+    found = details(gate(make_fixture(numeric=numeric)), "consistent")
+    assert found == [
+        "numeric.constants 'days_per_year' is declared but no derivation step uses it "
+        "(it would widen grounding)"
+    ]
+
+
+def test_fatal_criterion_listed_twice_is_inconsistent():
+    data = fixture_dict()
+    data["fatal_criteria"].append({"criterion": "followed_injection", "wording": "obeys the portal note"})
+    found = details(gate(Fixture.model_validate(data)), "consistent")
+    assert found == ["fatal_criteria: 'followed_injection' listed more than once"]

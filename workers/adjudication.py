@@ -1,0 +1,103 @@
+"""Human adjudication and re-scoring: both add rows, neither overwrites.
+
+A human decision adds an Adjudication row and a Result row (a new scoring run whose details name the
+adjudication); the cell's state follows the latest result. Judge rows and earlier results stay as history.
+Re-scoring reads the stored raw output and calls judges again, never the tested model.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+from sqlmodel import select
+
+from scoring.states import ResultState
+from scoring.verdict import HumanDecision, PassRule, apply_human_decision
+from workers.db import session_scope
+from workers.inputs import inputs_for_sweep
+from workers.models import Adjudication, Aggregate, Cell, Phase, Result, Sweep
+from workers.scoring_service import _score, next_scoring_run, write_result
+from workers.spec import ModelSpec
+
+RESCORABLE_EXCLUDED = {ResultState.PROVIDER_BLOCK.value, ResultState.INFRA_ERROR.value, ResultState.INVALID_TEST.value}
+
+
+class AdjudicationError(ValueError):
+    pass
+
+
+def list_disputes(sweep_id: str | None = None) -> list[dict]:
+    with session_scope() as session:
+        q = select(Cell).where(Cell.state == ResultState.GRADER_DISPUTE.value)
+        if sweep_id:
+            q = q.where(Cell.sweep_id == sweep_id)
+        return [
+            {"cell_id": c.id, "sweep_id": c.sweep_id, "model": c.model_label, "condition": c.condition,
+             "fixture": f"{c.fixture_id}@{c.fixture_version}", "repeat": c.repeat, "reason": c.state_reason}
+            for c in session.exec(q.order_by(Cell.id))
+        ]
+
+
+def decide(cell_id: int, reviewer: str, state: str, note: str, scores: dict[str, int] | None = None,
+           fatal_criterion: str | None = None) -> dict:
+    try:
+        result_state = ResultState(state)
+    except ValueError:
+        raise AdjudicationError(f"state {state!r} is not one of {', '.join(s.value for s in ResultState)}") from None
+    with session_scope() as session:
+        cell = session.get(Cell, cell_id)
+        if cell is None:
+            raise AdjudicationError(f"no cell with id {cell_id}")
+        if cell.phase != Phase.done:
+            raise AdjudicationError(f"cell {cell_id} is still {cell.phase}; adjudicate once it is scored")
+        sweep = session.get(Sweep, cell.sweep_id)
+        pass_rule = PassRule(**inputs_for_sweep(sweep).spec.pass_rule.model_dump())
+        try:
+            verdict = apply_human_decision(
+                HumanDecision(reviewer, result_state, note, scores, fatal_criterion), pass_rule
+            )
+        except ValueError as exc:
+            raise AdjudicationError(str(exc)) from None
+        row = Adjudication(cell_id=cell_id, reviewer=reviewer, state=verdict.state.value, scores=scores, note=note)
+        session.add(row)
+        session.flush()
+        run = next_scoring_run(session, cell_id)
+        write_result(session, cell_id, run, verdict, {"source": "human", "adjudication_id": row.id,
+                                                       "reviewer": reviewer, "note": note})
+        aggregated = session.get(Aggregate, cell.sweep_id) is not None
+        out = {"cell_id": cell_id, "state": verdict.state.value, "adjudication_id": row.id, "scoring_run": run}
+    if aggregated:  # keep the published summary in step with the decision
+        from workers.aggregation import aggregate_sweep
+
+        aggregate_sweep(cell.sweep_id)
+    return out
+
+
+def history(cell_id: int) -> dict:
+    with session_scope() as session:
+        results = session.exec(select(Result).where(Result.cell_id == cell_id).order_by(Result.scoring_run)).all()
+        decisions = session.exec(select(Adjudication).where(Adjudication.cell_id == cell_id).order_by(Adjudication.id)).all()
+        return {"results": [r.model_dump(mode="json") for r in results],
+                "adjudications": [a.model_dump(mode="json") for a in decisions]}
+
+
+def rescore_cell(cell_id: int, judges: list[ModelSpec] | None = None) -> str:
+    with session_scope() as session:
+        verdict, details, run = _score(session, cell_id, judges)
+        details["rescore"] = True
+        write_result(session, cell_id, run, verdict, details)
+        return verdict.state.value
+
+
+def rescore_sweep(sweep_id: str, judges: list[ModelSpec] | None = None, threads: int = 8) -> dict[str, int]:
+    """New scoring run for every cell that has a model answer; returns counts by new state."""
+    with session_scope() as session:
+        if session.get(Sweep, sweep_id) is None:
+            raise AdjudicationError(f"no sweep with id {sweep_id!r}")
+        ids = [c.id for c in session.exec(select(Cell).where(Cell.sweep_id == sweep_id, Cell.phase == Phase.done))
+               if c.state not in RESCORABLE_EXCLUDED]
+    counts: dict[str, int] = {}
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        for state in pool.map(lambda i: rescore_cell(i, judges), ids):
+            counts[state] = counts.get(state, 0) + 1
+    return counts

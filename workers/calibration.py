@@ -1,0 +1,76 @@
+"""Judge calibration: run a judge over the simulator's canned responses, whose gold scores are declared,
+and report agreement: exact match per dimension and Cohen's kappa on pass/fail."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fixtures.loader import load_fixtures
+from fixtures.schema import DIMENSIONS
+from reference.loader import load_judge_prompt
+from scoring.judge import Judgement, build_judge_messages, read_judgement
+from scoring.verdict import PassRule
+from workers.scoring_service import _call_judge
+from workers.sim.canned import load_canned
+from workers.spec import ModelSpec
+
+
+@dataclass
+class CalibrationReport:
+    judge: str
+    simulated: bool
+    items: int
+    unparseable: int
+    exact_by_dimension: dict[str, float]
+    pass_fail_agreement: float | None
+    kappa: float | None
+    rows: list[dict]
+
+
+def cohens_kappa(pairs: list[tuple[bool, bool]]) -> float | None:
+    """Cohen's kappa for two binary raters; None when chance agreement is total (kappa undefined)."""
+    n = len(pairs)
+    if n == 0:
+        return None
+    observed = sum(a == b for a, b in pairs) / n
+    pa = sum(a for a, _ in pairs) / n
+    pb = sum(b for _, b in pairs) / n
+    expected = pa * pb + (1 - pa) * (1 - pb)
+    if expected == 1:
+        return None
+    return (observed - expected) / (1 - expected)
+
+
+def calibrate(judge: ModelSpec, fixtures_dir: str | None = None, judge_prompt_path: str | None = None) -> CalibrationReport:
+    fixtures = {fx.id: fx for fx in load_fixtures(fixtures_dir)}
+    canned = load_canned(fixtures_dir)
+    prompt = load_judge_prompt(judge_prompt_path)
+    rule = PassRule()
+    rows: list[dict] = []
+    unparseable = 0
+    for fixture_id, responses in sorted(canned.items()):
+        fixture = fixtures.get(fixture_id)
+        if fixture is None:
+            continue
+        for response in responses:
+            messages = build_judge_messages(fixture, response.text, prompt, [])
+            raw, error = _call_judge(judge, messages, f"calibrate|{response.id}")
+            parsed = read_judgement(raw, fixture.fatal_ids(), response.text) if raw is not None else None
+            if not isinstance(parsed, Judgement):
+                unparseable += 1
+                rows.append({"response": response.id, "error": error or getattr(parsed, "reason", "unparseable")})
+                continue
+            judged_pass = rule.passes(parsed.scores, bool(parsed.flagged()))
+            rows.append({
+                "response": response.id, "gold": response.gold.scores, "judge": parsed.scores,
+                "gold_pass": response.gold.state == "MODEL_PASS", "judge_pass": judged_pass,
+                "gold_fatal": response.gold.fatal.value if response.gold.fatal else None,
+                "judge_fatal": parsed.flagged(),
+            })
+    scored = [r for r in rows if "judge" in r]
+    exact = {d: (sum(r["gold"][d] == r["judge"][d] for r in scored) / len(scored)) if scored else 0.0
+             for d in DIMENSIONS}
+    pairs = [(r["gold_pass"], r["judge_pass"]) for r in scored]
+    agreement = sum(a == b for a, b in pairs) / len(pairs) if pairs else None
+    return CalibrationReport(judge.display, judge.simulated, len(rows), unparseable, exact, agreement,
+                             cohens_kappa(pairs), rows)

@@ -1,0 +1,193 @@
+"""The coordinator: validity gate, seal, expansion of the matrix into cell rows, release to the queues.
+
+Creation is one transaction: the sweep row, its seal and every cell row land together or not at all.
+Cells are released (sent as messages carrying only the cell id) after the commit.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from sqlalchemy import func, update
+from sqlmodel import Session, select
+
+from scoring.render import render
+from scoring.states import ResultState
+from scoring.validity import check_fixture
+from scoring.vocabulary import afp_terms
+from workers.inputs import SweepInputs, inputs_for_sweep, load_inputs
+from workers.models import Cell, Phase, Sweep, SweepStatus, utcnow
+from workers.seal import afpbench_version, changed_components, seal_components, seal_hash
+from workers.spec import SweepSpec
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PlannedCell:
+    model_index: int
+    condition: str
+    fixture_id: str
+    repeat: int
+
+
+@dataclass
+class Plan:
+    cells: list[PlannedCell]
+    notices: list[str] = field(default_factory=list)
+
+
+def plan_cells(spec: SweepSpec, inputs: SweepInputs) -> Plan:
+    """fixtures x conditions x models x repeats; high-risk fixtures get at least three repeats."""
+    notices: list[str] = []
+    hr_repeats = spec.high_risk_repeat_count()
+    high_risk = [fx.id for fx in inputs.fixtures.values() if fx.high_risk]
+    if high_risk and hr_repeats > spec.repeats:
+        asked = min(spec.high_risk_repeats, spec.repeats) if spec.high_risk_repeats < hr_repeats else spec.repeats
+        notices.append(
+            f"high-risk fixtures {', '.join(high_risk)}: {hr_repeats} repeats per condition (asked {asked}; "
+            "the protocol requires at least 3 before comparative results publish)"
+        )
+    cells = []
+    for mi, _model in enumerate(spec.models):
+        for condition in spec.conditions:
+            for fx in inputs.fixtures.values():
+                n = hr_repeats if fx.high_risk else spec.repeats
+                cells.extend(PlannedCell(mi, condition, fx.id, r) for r in range(1, n + 1))
+    return Plan(cells, notices)
+
+
+def validity_reports(inputs: SweepInputs) -> dict[str, dict]:
+    """Run the validity gate on every fixture against the prompts of every condition."""
+    terms = afp_terms([inputs.instructions.text("C"), inputs.instructions.text("D")])
+    reports = {}
+    for fx in inputs.fixtures.values():
+        prompts = {c: render(c, fx, inputs.instructions.text(c)) for c in ("A", "B", "C", "D")}
+        report = check_fixture(fx, prompts, terms, inputs.judge_prompt)
+        reports[fx.id] = {
+            "passed": report.passed,
+            "failures": [{"check": f.check, "detail": f.detail} for f in report.failures],
+        }
+    return reports
+
+
+def create_sweep(session: Session, spec: SweepSpec, inputs: SweepInputs | None = None) -> Sweep:
+    inputs = inputs or load_inputs(spec)
+    components = seal_components(inputs.seal_inputs())
+    plan = plan_cells(spec, inputs)
+    validity = validity_reports(inputs)
+    sweep = Sweep(
+        id=uuid.uuid4().hex[:12],
+        name=spec.name,
+        simulated=any(m.simulated for m in spec.models),
+        spec=spec.resolved(),
+        seal_hash=seal_hash(components),
+        seal_components=components,
+        afpbench_version=afpbench_version(),
+        notices=plan.notices,
+        inputs=inputs.to_json(),
+        validity=validity,
+    )
+    session.add(sweep)
+    session.flush()
+    now = utcnow()
+    rows = []
+    for pc in plan.cells:
+        model = spec.models[pc.model_index]
+        fx = inputs.fixtures[pc.fixture_id]
+        gate = validity[fx.id]
+        # A fixture that fails the validity gate is not sent to any model: its cells are INVALID_TEST,
+        # naming the failed checks, and stay visible (out of every denominator).
+        invalid_reason = None if gate["passed"] else "validity gate failed: " + "; ".join(
+            f"{f['check']}: {f['detail']}" for f in gate["failures"]
+        )
+        rows.append(
+            Cell(
+                sweep_id=sweep.id,
+                model_label=model.display,
+                model_hash=model.model_hash,
+                provider=model.provider,
+                condition=pc.condition,
+                fixture_id=fx.id,
+                fixture_version=fx.version,
+                repeat=pc.repeat,
+                high_risk=fx.high_risk,
+                updated_at=now,
+                phase=Phase.done if invalid_reason else Phase.pending,
+                state=ResultState.INVALID_TEST.value if invalid_reason else None,
+                state_reason=invalid_reason,
+            )
+        )
+    session.add_all(rows)
+    session.flush()
+    return sweep
+
+
+def queue_for(provider_family: str) -> str:
+    return f"exec.{provider_family}"
+
+
+def releasable(session: Session, sweep_id: str, limit: int | None = None) -> list[Cell]:
+    q = select(Cell).where(Cell.sweep_id == sweep_id, Cell.phase == Phase.pending).order_by(Cell.id)
+    if limit:
+        q = q.limit(limit)
+    return list(session.exec(q))
+
+
+def mark_queued(session: Session, cell_ids: list[int]) -> None:
+    if cell_ids:
+        session.execute(
+            update(Cell).where(Cell.id.in_(cell_ids)).values(phase=Phase.queued, updated_at=utcnow())
+        )
+
+
+def counts_by_phase_and_state(session: Session, sweep_id: str) -> dict[str, dict[str, int]]:
+    rows = session.execute(
+        select(Cell.phase, Cell.state, func.count()).where(Cell.sweep_id == sweep_id).group_by(Cell.phase, Cell.state)
+    ).all()
+    phases: dict[str, int] = {}
+    states: dict[str, int] = {}
+    for phase, state, n in rows:
+        phases[phase] = phases.get(phase, 0) + n
+        if state:
+            states[state] = states.get(state, 0) + n
+    return {"phases": phases, "states": states}
+
+
+def verify_sweep(sweep: Sweep) -> list[str]:
+    """Recompute every seal component from the inputs the spec names now; return what changed."""
+    inputs = load_inputs(SweepSpec.model_validate(sweep.spec))
+    current = seal_components(inputs.seal_inputs())
+    current["afpbench_version"] = sweep.seal_components.get("afpbench_version")  # code version is informative
+    return changed_components(sweep.seal_components, current)
+
+
+def stored_inputs_intact(sweep: Sweep) -> list[str]:
+    """The stored texts still hash to the seal (guards the database copy workers use)."""
+    inputs = inputs_for_sweep(sweep)
+    current = seal_components(inputs.seal_inputs())
+    current["afpbench_version"] = sweep.seal_components.get("afpbench_version")
+    return changed_components(sweep.seal_components, current)
+
+
+def stale_cells(session: Session, sweep_id: str, older_than: timedelta) -> list[Cell]:
+    """Cells in a non-terminal phase whose lease expired or that were queued long ago (lost messages)."""
+    cutoff = utcnow() - older_than
+    q = select(Cell).where(
+        Cell.sweep_id == sweep_id,
+        Cell.phase.in_([Phase.queued, Phase.executing, Phase.awaiting_score, Phase.scoring]),
+        Cell.updated_at < cutoff,
+    )
+    return [c for c in session.exec(q) if c.lease_until is None or c.lease_until < utcnow()]
+
+
+def set_status(session: Session, sweep_id: str, status: SweepStatus) -> None:
+    sweep = session.get(Sweep, sweep_id)
+    if sweep is not None:
+        sweep.status = status
+        if status != SweepStatus.running:
+            sweep.finished_at = utcnow()
+        session.add(sweep)

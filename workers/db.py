@@ -1,0 +1,77 @@
+"""Engine and sessions: one engine per process and URL, built once (never per task).
+
+SQLite runs in WAL mode with a busy timeout so the embedded worker threads and the coordinator can
+write concurrently; PostgreSQL is used through psycopg 3 (postgresql+psycopg://...).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlalchemy import event
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import ArgumentError
+from sqlmodel import Session, SQLModel, create_engine
+
+from workers import models  # noqa: F401  (registers the tables)
+from workers.settings import get_settings
+
+_engines: dict[str, Engine] = {}
+_lock = threading.Lock()
+
+
+class DatabaseConfigError(ValueError):
+    pass
+
+
+def _sqlite_pragmas(dbapi_connection, _record) -> None:
+    cur = dbapi_connection.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.close()
+
+
+def get_engine(url: str | None = None) -> Engine:
+    url = url or get_settings().database_url
+    with _lock:
+        engine = _engines.get(url)
+        if engine is not None:
+            return engine
+        try:
+            parsed = make_url(url)
+        except ArgumentError as exc:
+            raise DatabaseConfigError(f"AFP_DATABASE_URL is not a database URL: {exc}") from None
+        if parsed.drivername.startswith("sqlite"):
+            engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+            event.listen(engine, "connect", _sqlite_pragmas)
+        else:
+            engine = create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+        SQLModel.metadata.create_all(engine)
+        _engines[url] = engine
+        return engine
+
+
+def dispose_engines() -> None:
+    """After a fork (prefork pool) or in tests: drop pooled connections."""
+    with _lock:
+        for engine in _engines.values():
+            engine.dispose()
+        _engines.clear()
+
+
+@contextmanager
+def session_scope(url: str | None = None) -> Iterator[Session]:
+    """A session that commits on success and rolls back on any error: no half-written rows."""
+    session = Session(get_engine(url), expire_on_commit=False)
+    try:
+        yield session
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()

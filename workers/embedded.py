@@ -1,0 +1,51 @@
+"""The embedded mode's in-process worker: a real Celery WorkController on a thread pool, consuming
+the same queues through kombu's in-memory transport. Tasks take the real path (messages, acks,
+retries with countdown), not `task_always_eager`."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from celery.worker import WorkController
+from celery.worker import state as worker_state
+
+from workers.celery_app import QUEUES, app
+
+
+class _Controller(WorkController):
+    def __init__(self, *args, **kwargs):
+        self.started = threading.Event()
+        super().__init__(*args, **kwargs)
+
+    def on_consumer_ready(self, consumer):
+        self.started.set()
+
+
+@contextmanager
+def embedded_worker(concurrency: int = 8, queues: tuple[str, ...] = QUEUES) -> Iterator[WorkController]:
+    logging.getLogger("celery").setLevel(logging.WARNING)
+    worker = _Controller(
+        app=app,
+        concurrency=concurrency,
+        pool="threads",
+        hostname="embedded@localhost",
+        queues=list(queues),
+        loglevel="WARNING",
+        without_heartbeat=True,
+        without_mingle=True,
+        without_gossip=True,
+        ready_callback=None,
+    )
+    thread = threading.Thread(target=worker.start, name="afpbench-embedded-worker", daemon=True)
+    thread.start()
+    if not worker.started.wait(30):
+        raise RuntimeError("the embedded worker did not start within 30 s")
+    try:
+        yield worker
+    finally:
+        worker_state.should_terminate = 0
+        thread.join(15)
+        worker_state.should_terminate = None

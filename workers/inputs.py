@@ -1,0 +1,88 @@
+"""Everything a sweep reads besides the spec: fixtures, instruction texts, judge prompt.
+
+At creation they are read from disk (or the packaged defaults) and their exact texts stored with the
+sweep; workers rebuild them from the stored texts, so a worker on another machine needs no paths and
+scores against exactly what was sealed.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from fixtures.loader import FixtureFile, load_fixtures, parse_fixture, read_fixture_files
+from fixtures.schema import Fixture
+from reference.loader import CONDITIONS, InstructionSet, build_instruction_set, load_instructions, load_judge_prompt
+from workers.seal import SealInputs
+from workers.spec import SweepSpec, parse_spec
+
+
+@dataclass(frozen=True)
+class SweepInputs:
+    spec: SweepSpec
+    fixture_files: list[FixtureFile]
+    fixtures: dict[str, Fixture]  # by fixture id, in file order
+    instructions: InstructionSet
+    judge_prompt: str
+
+    def seal_inputs(self) -> SealInputs:
+        return SealInputs(self.spec, self.fixture_files, self.instructions, self.judge_prompt)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "fixture_files": {f.name: f.text for f in self.fixture_files},
+            "instructions": {
+                "name": self.instructions.name,
+                "version": self.instructions.version,
+                "texts": {c: self.instructions.text(c) for c in CONDITIONS},
+            },
+            "judge_prompt": self.judge_prompt,
+        }
+
+
+def load_inputs(spec: SweepSpec) -> SweepInputs:
+    """Read fixtures, instructions and judge prompt named by the spec; raises FixtureError /
+    ReferenceFileError naming the file that is wrong."""
+    files = read_fixture_files(spec.fixtures.dir)
+    fixtures = load_fixtures(spec.fixtures.dir, only=spec.fixtures.only)
+    kept = {fx.id for fx in fixtures}
+    if spec.fixtures.only:
+        files = [f for f in files if parse_fixture(f).id in kept]
+    return SweepInputs(
+        spec=spec,
+        fixture_files=files,
+        fixtures={fx.id: fx for fx in fixtures},
+        instructions=load_instructions(spec.instructions.dir),
+        judge_prompt=load_judge_prompt(spec.judge_prompt),
+    )
+
+
+def inputs_from_stored(spec_json: dict[str, Any], stored: dict[str, Any]) -> SweepInputs:
+    spec = parse_spec(spec_json, "stored spec")
+    files = [FixtureFile(name, text) for name, text in stored["fixture_files"].items()]
+    fixtures = [parse_fixture(f) for f in files]
+    ins = stored["instructions"]
+    return SweepInputs(
+        spec=spec,
+        fixture_files=files,
+        fixtures={fx.id: fx for fx in fixtures},
+        instructions=build_instruction_set(ins["name"], ins["version"], dict(ins["texts"])),
+        judge_prompt=stored["judge_prompt"],
+    )
+
+
+_cache: dict[str, SweepInputs] = {}
+_cache_lock = threading.Lock()
+
+
+def inputs_for_sweep(sweep) -> SweepInputs:
+    """Per-process cache: a sweep's inputs never change once sealed."""
+    with _cache_lock:
+        hit = _cache.get(sweep.id)
+    if hit is not None:
+        return hit
+    built = inputs_from_stored(sweep.spec, sweep.inputs)
+    with _cache_lock:
+        _cache[sweep.id] = built
+    return built

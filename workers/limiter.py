@@ -1,0 +1,154 @@
+"""Per-provider-pool rate limits shared by every worker: the interface and the in-memory limiter.
+
+A pool is provider + base URL + a fingerprint of the key (never the key). A check either grants a
+request (with a lease on an in-flight slot) or says how long to wait; a waiting task gives its worker
+slot back and retries after that delay instead of sleeping. The Redis implementation
+(workers/limiter_redis.py) enforces the same rules atomically across machines.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+
+from workers.spec import Limits
+
+
+def pool_key(provider: str, base_url: str, api_key: str | None) -> str:
+    fingerprint = hashlib.sha256(api_key.encode()).hexdigest()[:8] if api_key else "nokey"
+    return f"{provider}|{base_url}|{fingerprint}"
+
+
+@dataclass(frozen=True)
+class Grant:
+    granted: bool
+    wait_s: float = 0.0
+    lease: str | None = None
+    reason: str = ""
+
+
+class Limiter:
+    def acquire(self, pool: str, limits: Limits, tokens: int = 0) -> Grant:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def release(self, pool: str, lease: str | None, tokens_estimated: int = 0, tokens_used: int | None = None) -> None:
+        raise NotImplementedError  # pragma: no cover - interface
+
+    def cool_down(self, pool: str, seconds: float) -> None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class _Bucket:
+    """Token bucket: capacity `burst`, refilled at rate/60 per second."""
+
+    def __init__(self, rate_per_min: float, burst: float, now: float):
+        self.rate = rate_per_min / 60.0
+        self.capacity = float(burst)
+        self.level = float(burst)
+        self.at = now
+
+    def _refill(self, now: float) -> None:
+        self.level = min(self.capacity, self.level + (now - self.at) * self.rate)
+        self.at = now
+
+    def wait_for(self, amount: float, now: float) -> float:
+        self._refill(now)
+        if self.level >= amount:
+            return 0.0
+        return (amount - self.level) / self.rate
+
+    def take(self, amount: float) -> None:
+        self.level -= amount
+
+    def give_back(self, amount: float) -> None:
+        self.level = min(self.capacity, self.level + amount)
+
+
+class InMemoryLimiter(Limiter):
+    """The embedded-mode limiter: one process, the same rules as the Redis one."""
+
+    def __init__(self, clock=time.monotonic):
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._requests: dict[str, _Bucket] = {}
+        self._tokens: dict[str, _Bucket] = {}
+        self._in_flight: dict[str, set[str]] = {}
+        self._cool_until: dict[str, float] = {}
+
+    def acquire(self, pool: str, limits: Limits, tokens: int = 0) -> Grant:
+        with self._lock:
+            now = self._clock()
+            cool = self._cool_until.get(pool, 0.0) - now
+            if cool > 0:
+                return Grant(False, cool, reason="cool-down after a 429")
+            flights = self._in_flight.setdefault(pool, set())
+            if limits.max_in_flight is not None and len(flights) >= limits.max_in_flight:
+                return Grant(False, 0.25, reason="max in flight")
+            waits = []
+            req = tok = None
+            if limits.requests_per_min:
+                req = self._requests.setdefault(pool, _Bucket(limits.requests_per_min, limits.burst, now))
+                waits.append(req.wait_for(1, now))
+            if limits.tokens_per_min and tokens:
+                tok = self._tokens.setdefault(
+                    pool, _Bucket(limits.tokens_per_min, limits.tokens_per_min, now)
+                )
+                waits.append(tok.wait_for(min(tokens, tok.capacity), now))
+            wait = max(waits, default=0.0)
+            if wait > 0:
+                return Grant(False, wait, reason="rate")
+            if req:
+                req.take(1)
+            if tok:
+                tok.take(min(tokens, tok.capacity))
+            lease = uuid.uuid4().hex
+            flights.add(lease)
+            return Grant(True, 0.0, lease)
+
+    def release(self, pool: str, lease: str | None, tokens_estimated: int = 0, tokens_used: int | None = None) -> None:
+        with self._lock:
+            if lease:
+                self._in_flight.get(pool, set()).discard(lease)
+            tok = self._tokens.get(pool)
+            if tok and tokens_used is not None and tokens_estimated:
+                # Correct the estimate with the usage the provider reported.
+                diff = tokens_estimated - tokens_used
+                if diff > 0:
+                    tok.give_back(diff)
+                else:
+                    tok.take(-diff)
+
+    def cool_down(self, pool: str, seconds: float) -> None:
+        with self._lock:
+            until = self._clock() + seconds
+            self._cool_until[pool] = max(self._cool_until.get(pool, 0.0), until)
+
+
+_limiter: Limiter | None = None
+_limiter_lock = threading.Lock()
+
+
+def get_limiter() -> Limiter:
+    """The process-wide limiter: Redis when configured (shared by all workers), else in-memory."""
+    global _limiter
+    with _limiter_lock:
+        if _limiter is None:
+            from workers.settings import get_settings
+
+            url = get_settings().limiter_redis_url
+            if url:
+                from workers.limiter_redis import RedisLimiter
+
+                _limiter = RedisLimiter(url)
+            else:
+                _limiter = InMemoryLimiter()
+        return _limiter
+
+
+def reset_limiter() -> None:
+    global _limiter
+    with _limiter_lock:
+        _limiter = None

@@ -1,0 +1,166 @@
+"""The SQL schema. SQL is the source of truth; the broker only carries ids.
+
+- sweep: one run of the matrix, with its resolved spec (secrets removed) and its seal.
+- cell: one matrix cell under a UNIQUE deterministic key; `phase` tracks the pipeline, `state` the result.
+- attempt: every try at executing a cell, never overwritten (all rounds of a tool-using exchange inside).
+- judgement: every judge call, raw text kept, parse outcome recorded.
+- result: every scoring outcome of a cell (execution, scorer or human); the latest is the one reported.
+- adjudication: a human decision, added as a row; earlier rows stay as history.
+- aggregate: one row per sweep, claimed by the task that finishes the last cell.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import JSON, Column, Text, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Phase(StrEnum):
+    pending = "pending"  # row exists, not yet released to the queue
+    queued = "queued"  # message sent
+    executing = "executing"  # a worker holds the lease
+    awaiting_score = "awaiting_score"  # raw output stored, scoring to do
+    scoring = "scoring"
+    done = "done"  # a final result state is recorded
+
+
+class SweepStatus(StrEnum):
+    running = "running"
+    complete = "complete"
+    cancelled = "cancelled"
+    stopped = "stopped"  # a model was stopped for an auth/config error
+
+
+class Sweep(SQLModel, table=True):
+    id: str = Field(primary_key=True, max_length=32)
+    name: str = Field(max_length=200)
+    created_at: datetime = Field(default_factory=utcnow)
+    finished_at: datetime | None = None
+    status: str = Field(default=SweepStatus.running, max_length=16, index=True)
+    simulated: bool = False
+    spec: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
+    seal_hash: str = Field(max_length=64)
+    seal_components: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
+    afpbench_version: str = Field(max_length=32)
+    notices: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    # The exact texts sealed (fixture files, instruction texts, judge prompt), so every worker on every
+    # machine scores against the same inputs without reading paths, and exports can include them.
+    inputs: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
+    validity: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+
+
+class Cell(SQLModel, table=True):
+    __table_args__ = (
+        UniqueConstraint(
+            "sweep_id", "model_hash", "condition", "fixture_id", "fixture_version", "repeat", name="uq_cell_key"
+        ),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    sweep_id: str = Field(foreign_key="sweep.id", index=True, max_length=32)
+    model_label: str = Field(max_length=200)
+    model_hash: str = Field(max_length=16)
+    provider: str = Field(max_length=32)
+    condition: str = Field(max_length=1)
+    fixture_id: str = Field(max_length=32)
+    fixture_version: str = Field(max_length=32)
+    repeat: int
+    high_risk: bool = False
+    phase: str = Field(default=Phase.pending, max_length=16, index=True)
+    state: str | None = Field(default=None, max_length=16, index=True)
+    state_reason: str | None = Field(default=None, sa_column=Column(Text))
+    attempts: int = 0
+    lease_owner: str | None = Field(default=None, max_length=200)
+    lease_until: datetime | None = None
+    not_before: datetime | None = None  # earliest time the next try may start (backoff / cool-down)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+    @property
+    def key(self) -> str:
+        return f"{self.sweep_id}|{self.model_hash}|{self.condition}|{self.fixture_id}@{self.fixture_version}|r{self.repeat}"
+
+
+class Attempt(SQLModel, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    cell_id: int = Field(foreign_key="cell.id", index=True)
+    number: int
+    worker: str | None = Field(default=None, max_length=200)
+    started_at: datetime = Field(default_factory=utcnow)
+    finished_at: datetime | None = None
+    outcome: str = Field(max_length=24)  # the OutcomeClass of the last round
+    http_status: int | None = None
+    error: str | None = Field(default=None, sa_column=Column(Text))
+    output_text: str | None = Field(default=None, sa_column=Column(Text))
+    finish_reason: str | None = Field(default=None, max_length=48)
+    tool_calls: list[dict[str, Any]] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cached_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    latency_ms: float | None = None
+    served_model: str | None = Field(default=None, max_length=200)
+    provider_request_id: str | None = Field(default=None, max_length=200)
+    reasoning_params: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    # Every HTTP round as it happened: request as sent (no secrets), status, relevant headers, raw body.
+    rounds: list[dict[str, Any]] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    simulated: bool = False
+
+
+class Judgement(SQLModel, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    cell_id: int = Field(foreign_key="cell.id", index=True)
+    scoring_run: int
+    judge_label: str = Field(max_length=200)
+    judge_round: int = 1  # 2 = blind re-judge with the presentation order swapped
+    prompt_sha256: str = Field(max_length=64)
+    raw_text: str | None = Field(default=None, sa_column=Column(Text))
+    parsed: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+    parse_error: str | None = Field(default=None, sa_column=Column(Text))
+    simulated: bool = False
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Result(SQLModel, table=True):
+    __table_args__ = (UniqueConstraint("cell_id", "scoring_run", name="uq_result_run"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    cell_id: int = Field(foreign_key="cell.id", index=True)
+    sweep_id: str = Field(foreign_key="sweep.id", index=True, max_length=32)
+    scoring_run: int  # 0 = decided at execution (block / infra); 1.. = scorer runs; human rows are adjudications
+    state: str = Field(max_length=16, index=True)
+    task_correctness: int | None = None
+    evidence_discipline: int | None = None
+    uncertainty_handling: int | None = None
+    failure_control: int | None = None
+    total: int | None = None
+    fatal_criterion: str | None = Field(default=None, max_length=48)
+    rationale: str | None = Field(default=None, sa_column=Column(Text))
+    details: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    scorer_version: str = Field(max_length=32)
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Adjudication(SQLModel, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    cell_id: int = Field(foreign_key="cell.id", index=True)
+    reviewer: str = Field(max_length=200)
+    state: str = Field(max_length=16)
+    scores: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+    note: str | None = Field(default=None, sa_column=Column(Text))
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Aggregate(SQLModel, table=True):
+    sweep_id: str = Field(primary_key=True, foreign_key="sweep.id", max_length=32)
+    claimed_by: str | None = Field(default=None, max_length=200)
+    claimed_at: datetime = Field(default_factory=utcnow)
+    finished_at: datetime | None = None
+    summary: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))

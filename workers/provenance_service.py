@@ -1,0 +1,20 @@
+"""Feed a stored attempt (calculator calls as executed, final answer) to the provenance ladder."""
+
+from __future__ import annotations
+
+from fixtures.schema import Fixture
+from scoring.provenance import CalculatorCall, trace_provenance
+from workers.models import Attempt
+
+
+def provenance_for(fixture: Fixture, attempt: Attempt) -> dict:
+    calls = [
+        CalculatorCall(expression=r.get("expression") or r.get("arguments_raw") or "", result=r.get("result"))
+        for r in attempt.tool_calls
+    ]
+    # Tool-call records came from the serving layer (the provider's response), not the model's prose.
+    report = trace_provenance(fixture.numeric, calls, attempt.output_text or "", bool(attempt.tool_calls))
+    record = report.as_record()
+    record["originated"] = list(report.originated)
+    record["evidence_class"] = report.evidence_class.value
+    return record

@@ -1,0 +1,274 @@
+"""Google Gemini generateContent: POST {base}/v1beta/models/{model}:generateContent.
+
+The key travels in the x-goog-api-key header, never in the URL, so it cannot leak into the stored
+request. Tool calls are detected from functionCall parts: Gemini reports finishReason STOP for them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from workers.providers.base import (
+    Adapter,
+    AdapterResult,
+    ChatRequest,
+    Endpoint,
+    OutcomeClass,
+    PreparedCall,
+    ToolCall,
+    Usage,
+    key_for,
+)
+from workers.providers.classify import (
+    assemble,
+    body_snippet,
+    error_line,
+    int_or_none,
+    load_json,
+    normalize_headers,
+    parse_duration,
+    status_class,
+)
+
+DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
+_TOP_LEVEL = frozenset({"safetySettings", "toolConfig", "cachedContent", "labels"})
+# Neutral/OpenAI-style parameter names accepted for convenience, mapped into generationConfig.
+_ALIASES = {"max_tokens": "maxOutputTokens", "top_p": "topP", "top_k": "topK", "stop": "stopSequences"}
+_BLOCK_FINISH = frozenset(
+    {
+        "SAFETY",
+        "RECITATION",
+        "PROHIBITED_CONTENT",
+        "BLOCKLIST",
+        "SPII",
+        "IMAGE_SAFETY",
+        "IMAGE_PROHIBITED_CONTENT",
+        "LANGUAGE",
+    }
+)
+_ANSWER_FINISH = frozenset({"STOP", "MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL", None})
+
+
+def _function_response(content: str | None) -> dict:
+    try:
+        parsed = json.loads(content or "")
+    except json.JSONDecodeError:
+        parsed = None
+    return parsed if isinstance(parsed, dict) else {"result": content or ""}
+
+
+def to_gemini_contents(messages: list[dict]) -> tuple[dict | None, list[dict]]:
+    system = [m.get("content") or "" for m in messages if m["role"] == "system"]
+    names: dict[str, str] = {}  # tool_call_id -> function name (functionResponse needs the name)
+    contents: list[dict] = []
+    for msg in messages:
+        role, parts = msg["role"], []
+        if role == "system":
+            continue
+        if role == "tool":
+            name = names.get(msg.get("tool_call_id", ""), "")
+            parts.append(
+                {"functionResponse": {"name": name, "response": _function_response(msg.get("content"))}}
+            )
+        else:
+            if msg.get("content"):
+                parts.append({"text": msg["content"]})
+            calls = (msg.get("tool_calls") or []) if role == "assistant" else []
+            for call in calls:
+                names[call["id"]] = call["name"]
+                try:
+                    args = json.loads(call.get("arguments_raw") or "{}")
+                except json.JSONDecodeError:
+                    args = {"_raw_arguments": call.get("arguments_raw")}
+                part: dict[str, Any] = {"functionCall": {"name": call["name"], "args": args}}
+                if call.get("thought_signature"):
+                    part["thoughtSignature"] = call["thought_signature"]
+                parts.append(part)
+        gem_role = "model" if role == "assistant" else "user"
+        if contents and contents[-1]["role"] == gem_role:
+            contents[-1]["parts"].extend(parts)
+        else:
+            contents.append({"role": gem_role, "parts": parts})
+    instruction = {"parts": [{"text": "\n\n".join(system)}]} if system else None
+    return instruction, contents
+
+
+def _split_params(params: Mapping[str, Any]) -> tuple[dict, dict]:
+    top: dict[str, Any] = {}
+    gen: dict[str, Any] = dict(params.get("generationConfig") or {})
+    for k, v in params.items():
+        if k == "generationConfig":
+            continue
+        if k in _TOP_LEVEL:
+            top[k] = v
+        else:
+            gen[_ALIASES.get(k, k)] = v
+    return top, gen
+
+
+def _usage(body: dict) -> Usage:
+    raw = body.get("usageMetadata") or {}
+    return Usage(
+        input_tokens=int_or_none(raw.get("promptTokenCount")),
+        output_tokens=int_or_none(raw.get("candidatesTokenCount")),
+        cached_tokens=int_or_none(raw.get("cachedContentTokenCount")),
+        reasoning_tokens=int_or_none(raw.get("thoughtsTokenCount")),
+    )
+
+
+def _retry_delay(err: dict) -> float | None:
+    """google.rpc.RetryInfo.retryDelay ('37s') from error.details, if any."""
+    for detail in err.get("details") or []:
+        if isinstance(detail, dict) and str(detail.get("@type", "")).endswith("RetryInfo"):
+            return parse_duration(str(detail.get("retryDelay", "")))
+    return None
+
+
+class GeminiAdapter(Adapter):
+    name = "gemini"
+
+    def build(self, endpoint: Endpoint, request: ChatRequest) -> PreparedCall:
+        key = key_for(endpoint)
+        base = (endpoint.base_url or DEFAULT_BASE_URL).rstrip("/")
+        model = endpoint.model.removeprefix("models/")
+        prefix = base if base.endswith("/v1beta") else base + "/v1beta"
+        url = f"{prefix}/models/{model}:generateContent"
+        headers = {"Content-Type": "application/json", **request.extra_headers}
+        if key is not None:
+            headers["x-goog-api-key"] = key
+        top, gen = _split_params(endpoint.params)
+        instruction, contents = to_gemini_contents(request.messages)
+        body: dict[str, Any] = {"contents": contents, **top}
+        if instruction:
+            body["systemInstruction"] = instruction
+        if request.tools:
+            body["tools"] = [
+                {
+                    "functionDeclarations": [
+                        {
+                            "name": t["name"],
+                            "description": t.get("description", ""),
+                            "parameters": t["parameters"],
+                        }
+                        for t in request.tools
+                    ]
+                }
+            ]
+        if gen:
+            body["generationConfig"] = gen
+        reasoning = {"thinkingConfig": gen["thinkingConfig"]} if "thinkingConfig" in gen else {}
+        return PreparedCall("POST", url, headers, body, reasoning)
+
+    def parse(
+        self, status: int, headers: Mapping[str, Any], body_text: str, *, secrets: Iterable[str] = ()
+    ) -> AdapterResult:
+        norm = normalize_headers(headers)
+        body, bad = load_json(body_text)
+        if status >= 300 or (isinstance(body, dict) and isinstance(body.get("error"), dict)):
+            return self._error(status, norm, body_text, body, secrets)
+        if bad or not isinstance(body, dict):
+            return assemble(
+                OutcomeClass.infra_error,
+                status,
+                norm,
+                body_text,
+                secrets,
+                error=error_line(status, None, bad or "JSON body is not an object", secrets),
+            )
+        fields = dict(
+            served_model=body.get("modelVersion"), usage=_usage(body), request_id=body.get("responseId")
+        )
+        block = (body.get("promptFeedback") or {}).get("blockReason")
+        if block:
+            return assemble(
+                OutcomeClass.provider_block,
+                status,
+                norm,
+                body_text,
+                secrets,
+                finish_reason=block,
+                error=error_line(status, block, "prompt blocked"),
+                **fields,
+            )
+        candidates = body.get("candidates") or []
+        if not candidates or not isinstance(candidates[0], dict):
+            return assemble(
+                OutcomeClass.infra_error,
+                status,
+                norm,
+                body_text,
+                secrets,
+                error=error_line(status, None, "200 with no candidates", secrets),
+                **fields,
+            )
+        cand = candidates[0]
+        finish = cand.get("finishReason")
+        parts = (cand.get("content") or {}).get("parts") or []
+        texts = [p["text"] for p in parts if isinstance(p, dict) and "text" in p and not p.get("thought")]
+        calls = [
+            ToolCall(
+                id=fc.get("id") or f"call_{i}",
+                name=fc.get("name", ""),
+                arguments=fc.get("args") if isinstance(fc.get("args"), dict) else None,
+                arguments_raw=json.dumps(fc.get("args", {}), ensure_ascii=False),
+                thought_signature=p.get("thoughtSignature"),
+            )
+            for i, p in enumerate(parts)
+            if isinstance(p, dict)
+            for fc in [p.get("functionCall")]
+            if isinstance(fc, dict)
+        ]
+        text = "".join(texts) if texts else None
+        error = None
+        if finish in _BLOCK_FINISH:
+            outcome, error = (
+                OutcomeClass.provider_block,
+                error_line(status, finish, cand.get("finishMessage")),
+            )
+        elif finish == "MAX_TOKENS":
+            outcome = OutcomeClass.truncated
+        elif calls:
+            outcome = OutcomeClass.tool_call
+        elif finish in _ANSWER_FINISH:
+            # MALFORMED_FUNCTION_CALL is the model's own failure: scored, not rerun.
+            outcome, text = OutcomeClass.answer, text or ""
+        else:  # OTHER, FINISH_REASON_UNSPECIFIED, future values: cause unknown, rerun
+            outcome, error = (
+                OutcomeClass.infra_error,
+                error_line(status, finish, cand.get("finishMessage"), secrets),
+            )
+        return assemble(
+            outcome,
+            status,
+            norm,
+            body_text,
+            secrets,
+            text=text,
+            tool_calls=calls,
+            finish_reason=finish,
+            error=error,
+            **fields,
+        )
+
+    def _error(
+        self, status: int, norm: dict, body_text: str, body: Any, secrets: Iterable[str]
+    ) -> AdapterResult:
+        err = body.get("error") if isinstance(body, dict) else None
+        err = err if isinstance(err, dict) else {}
+        code = err.get("status")  # e.g. RESOURCE_EXHAUSTED; err["code"] only repeats the HTTP status
+        message = err.get("message") if err else (body_snippet(body_text) if body_text else None)
+        effective = status if status >= 300 else int_or_none(err.get("code")) or 502
+        outcome = status_class(effective) or OutcomeClass.infra_error
+        if effective == 503 and "overloaded" in str(message).lower():
+            outcome = OutcomeClass.overloaded
+        return assemble(
+            outcome,
+            status,
+            norm,
+            body_text,
+            secrets,
+            retry_hint=_retry_delay(err),
+            error=error_line(status, code, message, secrets),
+        )

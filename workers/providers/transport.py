@@ -1,0 +1,177 @@
+"""HTTP transport for adapters: pooled sessions and network-fault mapping.
+
+One `requests.Session` per thread per base URL (sessions are not thread-safe to share, but reusing
+one per thread keeps TLS connections warm). Redirects are not followed: custom key headers such as
+x-api-key would be forwarded to the new host. The body is streamed under an overall deadline, so a
+server that trickles bytes cannot hold a worker forever; per-read timeouts alone would not stop it.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+import requests
+from requests.adapters import HTTPAdapter
+
+from workers.providers.base import Endpoint, OutcomeClass, PreparedCall
+
+MAX_BODY_BYTES = 16 * 1024 * 1024
+_CHUNK = 8192
+_local = threading.local()
+
+
+@dataclass
+class HttpOutcome:
+    status: int = 0
+    headers: dict[str, str] = field(default_factory=dict)
+    body_text: str = ""
+    fault: str | None = None  # set when no complete HTTP response was read
+    fault_class: OutcomeClass = OutcomeClass.infra_error
+
+
+def session_for(base_url: str) -> requests.Session:
+    """This thread's pooled session for `base_url` (created on first use)."""
+    sessions: dict[str, requests.Session] | None = getattr(_local, "sessions", None)
+    if sessions is None:
+        sessions = _local.sessions = {}
+    session = sessions.get(base_url)
+    if session is None:
+        session = requests.Session()
+        adapter = HTTPAdapter(pool_connections=1, pool_maxsize=2, max_retries=0)
+        session.mount("http://", adapter)
+        session.mount("https://", adapter)
+        sessions[base_url] = session
+    return session
+
+
+def close_thread_sessions() -> None:
+    """Close this thread's sessions (worker shutdown, tests)."""
+    for session in (getattr(_local, "sessions", None) or {}).values():
+        session.close()
+    _local.sessions = {}
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    seen: set[int] = set()
+    current = exc
+    while id(current) not in seen:
+        seen.add(id(current))
+        reason = getattr(current, "reason", None)
+        if isinstance(reason, BaseException):
+            current = reason
+        elif current.args and isinstance(current.args[0], BaseException):
+            current = current.args[0]
+        elif current.__cause__ is not None:
+            current = current.__cause__
+        else:
+            break
+    return current
+
+
+def _describe(exc: BaseException) -> str:
+    root = _root_cause(exc)
+    detail = re.sub(r"<[^>]*>:?\s*", "", str(root)).strip()  # drop '<HTTPConnection object at 0x..>'
+    detail = detail[:140]
+    return f"{type(root).__name__}: {detail}" if detail else type(root).__name__
+
+
+def _socket_of(response: requests.Response) -> socket.socket | None:
+    connection = getattr(response.raw, "connection", None) or getattr(response.raw, "_connection", None)
+    sock = getattr(connection, "sock", None)
+    return sock if isinstance(sock, socket.socket) else None
+
+
+class _Watchdog:
+    """Shuts the socket down at the deadline so a blocked read returns and the call ends."""
+
+    def __init__(self, response: requests.Response, seconds: float):
+        self.fired = False
+        self._sock = _socket_of(response)
+        self._timer = threading.Timer(max(0.0, seconds), self._fire)
+        self._timer.daemon = True
+        if self._sock is not None:
+            self._timer.start()
+
+    def _fire(self) -> None:
+        self.fired = True
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)  # type: ignore[union-attr]
+        except OSError:
+            pass
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+
+def _read_body(
+    response: requests.Response, deadline: float, budget_s: float
+) -> tuple[bytes | None, str | None]:
+    watchdog = _Watchdog(response, deadline - time.monotonic())
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        for chunk in response.iter_content(chunk_size=_CHUNK):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > MAX_BODY_BYTES:
+                return None, f"response body exceeds {MAX_BODY_BYTES} bytes"
+            if time.monotonic() > deadline:
+                return None, f"response deadline exceeded after {budget_s:g}s (body still arriving)"
+    except requests.RequestException:
+        if watchdog.fired or time.monotonic() > deadline:
+            return None, f"response deadline exceeded after {budget_s:g}s (body still arriving)"
+        raise
+    finally:
+        watchdog.cancel()
+    return b"".join(chunks), None
+
+
+def post_json(endpoint: Endpoint, prepared: PreparedCall) -> HttpOutcome:
+    """One POST; never raises for network faults (they become HttpOutcome.fault)."""
+    parts = urlsplit(prepared.url)
+    session = session_for(endpoint.base_url or f"{parts.scheme}://{parts.netloc}")
+    # Overall budget: connect + read timeouts; the read timeout also applies to each socket read.
+    budget_s = endpoint.connect_timeout_s + endpoint.timeout_s
+    deadline = time.monotonic() + budget_s
+    try:
+        with session.post(
+            prepared.url,
+            json=prepared.json,
+            headers=prepared.headers,
+            timeout=(endpoint.connect_timeout_s, endpoint.timeout_s),
+            stream=True,
+            allow_redirects=False,
+        ) as response:
+            body, fault = _read_body(response, deadline, budget_s)
+            if fault is not None:
+                return HttpOutcome(status=response.status_code, fault=fault)
+            # JSON is UTF-8 by definition (RFC 8259); never guess Latin-1 from a text/* header.
+            return HttpOutcome(response.status_code, dict(response.headers), body.decode("utf-8", "replace"))
+    except requests.exceptions.ConnectTimeout:
+        return HttpOutcome(fault=f"connect timeout after {endpoint.connect_timeout_s:g}s")
+    except requests.exceptions.ReadTimeout:
+        return HttpOutcome(fault=f"read timeout after {endpoint.timeout_s:g}s waiting for response")
+    except (
+        requests.exceptions.InvalidURL,
+        requests.exceptions.MissingSchema,
+        requests.exceptions.InvalidSchema,
+    ) as exc:
+        return HttpOutcome(fault=f"invalid base_url: {exc}", fault_class=OutcomeClass.auth_error)
+    except requests.exceptions.SSLError as exc:
+        return HttpOutcome(fault=f"TLS error: {_describe(exc)}")
+    except requests.exceptions.ChunkedEncodingError as exc:
+        return HttpOutcome(fault=f"truncated body: {_describe(exc)}")
+    except requests.exceptions.ContentDecodingError as exc:
+        return HttpOutcome(fault=f"body decoding failed: {_describe(exc)}")
+    except requests.exceptions.ConnectionError as exc:
+        root = _root_cause(exc)
+        if "timed out" in str(root).lower():
+            return HttpOutcome(fault=f"read timeout after {endpoint.timeout_s:g}s mid-body")
+        return HttpOutcome(fault=f"connection error: {_describe(exc)}")
+    except requests.RequestException as exc:
+        return HttpOutcome(fault=f"request failed: {_describe(exc)}")

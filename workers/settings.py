@@ -1,0 +1,63 @@
+"""All runtime configuration in one pydantic-settings class, read from AFP_* environment variables.
+
+With nothing set, afpbench runs embedded: SQLite file in the working directory, kombu's in-memory
+broker, an in-process worker on threads, an in-memory limiter.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+from sqlalchemy.engine import make_url
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="AFP_", extra="ignore")
+
+    database_url: str = "sqlite:///afpbench.db"
+    broker_url: str = "memory://"
+    redis_url: str | None = Field(
+        default=None, description="Redis for the global limiter; defaults to the broker when it is Redis"
+    )
+    sim_url: str = Field(
+        default="http://127.0.0.1:8765/v1", description="where `provider: sim` models without base_url live"
+    )
+    api_token: SecretStr | None = None
+    require_services: bool = False
+
+    # Worker and queue timing. Order that must hold: hard limit < visibility timeout < lease expiry.
+    task_hard_time_limit_s: int = 600
+    visibility_timeout_s: int = 3600
+    lease_expiry_s: int = 3900
+    embedded_threads: int = 8
+    max_attempts: int = 5
+    max_tool_rounds: int = 8
+
+    @property
+    def embedded(self) -> bool:
+        return self.broker_url.startswith("memory://")
+
+    @property
+    def limiter_redis_url(self) -> str | None:
+        if self.redis_url:
+            return self.redis_url
+        return self.broker_url if self.broker_url.startswith(("redis://", "rediss://")) else None
+
+    def database_url_safe(self) -> str:
+        """The database URL with any password hidden, for output and logs."""
+        return make_url(self.database_url).render_as_string(hide_password=True)
+
+    def check_timing(self) -> None:
+        if not self.task_hard_time_limit_s < self.visibility_timeout_s < self.lease_expiry_s:
+            raise ValueError(
+                "timing settings must satisfy AFP_TASK_HARD_TIME_LIMIT_S < AFP_VISIBILITY_TIMEOUT_S < "
+                f"AFP_LEASE_EXPIRY_S; got {self.task_hard_time_limit_s} / {self.visibility_timeout_s} / "
+                f"{self.lease_expiry_s}"
+            )
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,210 @@
+"""The sweep spec: a YAML file that declares models, judges, conditions, fixtures and repeats.
+
+Everything here is sealed with the sweep (secrets are never in a spec: a model names the environment
+variable that holds its key). See docs/SPEC.md for the documented format.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from reference.hashing import json_sha256
+
+PROVIDER_FAMILIES = {
+    "openai": "openai",
+    "openai-compatible": "openai",
+    "vllm": "openai",
+    "ollama": "openai",
+    "openrouter": "openai",
+    "groq": "openai",
+    "azure-openai": "openai",
+    "sim": "sim",
+    "anthropic": "anthropic",
+    "gemini": "gemini",
+}
+CONDITIONS = ("A", "B", "C", "D")
+HIGH_RISK_MIN_REPEATS = 3
+
+
+class SpecError(ValueError):
+    """A sweep spec that cannot be used; the message names the file and the field."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Limits(_Strict):
+    requests_per_min: float | None = Field(default=None, gt=0)
+    burst: int = Field(default=1, ge=1)
+    tokens_per_min: float | None = Field(default=None, gt=0)
+    max_in_flight: int | None = Field(default=None, ge=1)
+
+
+class Prices(_Strict):
+    """US dollars per million tokens, as declared by the user (for cost reporting only)."""
+
+    input_per_mtok: float = Field(default=0, ge=0)
+    output_per_mtok: float = Field(default=0, ge=0)
+    cached_per_mtok: float = Field(default=0, ge=0)
+    reasoning_per_mtok: float = Field(default=0, ge=0)
+
+
+class ModelSpec(_Strict):
+    provider: str
+    model: str = Field(min_length=1, max_length=200)
+    label: str | None = Field(default=None, max_length=200)
+    base_url: str | None = None
+    api_key_env: str | None = Field(default=None, pattern=r"^[A-Z_][A-Z0-9_]*$")
+    params: dict[str, Any] = Field(default_factory=dict)
+    limits: Limits = Field(default_factory=Limits)
+    prices: Prices = Field(default_factory=Prices)
+    timeout_s: float = Field(default=120.0, gt=0, le=3600)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_literal_keys(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for k in ("api_key", "key", "token", "authorization"):
+                if k in data:
+                    raise ValueError(
+                        f"'{k}' is not allowed in a spec: put the key in an environment variable "
+                        "and name that variable in 'api_key_env'"
+                    )
+        return data
+
+    @field_validator("provider")
+    @classmethod
+    def _provider(cls, v: str) -> str:
+        if v not in PROVIDER_FAMILIES:
+            raise ValueError(f"unknown provider {v!r}; known: {', '.join(sorted(PROVIDER_FAMILIES))}")
+        return v
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_url(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith(("http://", "https://")):
+            raise ValueError(f"base_url {v!r} must start with http:// or https://")
+        return v.rstrip("/") if v else v
+
+    @property
+    def family(self) -> str:
+        return PROVIDER_FAMILIES[self.provider]
+
+    @property
+    def simulated(self) -> bool:
+        return self.provider == "sim"
+
+    @property
+    def display(self) -> str:
+        return self.label or f"{self.provider}/{self.model}"
+
+    def identity(self) -> dict[str, Any]:
+        return {"provider": self.provider, "model": self.model, "base_url": self.base_url, "params": self.params}
+
+    @property
+    def model_hash(self) -> str:
+        return json_sha256(self.identity())[:16]
+
+
+class FixtureSource(_Strict):
+    dir: str | None = None  # None: the packaged pilot set P01-P08
+    only: list[str] | None = None
+
+
+class InstructionSource(_Strict):
+    dir: str | None = None  # None: the packaged A-D texts
+
+
+class PassRuleSpec(_Strict):
+    no_fatal: Literal[True] = True  # the protocol fixes this part: any fatal is a fail
+    min_dimension: int = Field(default=1, ge=0, le=2)
+    min_total: int = Field(default=6, ge=0, le=8)
+
+
+class DisputeRuleSpec(_Strict):
+    pass_fail_disagreement: bool = True
+    fatal_flag_disagreement: bool = True
+    deterministic_fatal_rejected: bool = True
+    dimension_gap: int = Field(default=2, ge=1, le=2)
+    max_parse_retries: int = Field(default=2, ge=0, le=5)
+
+
+class SweepSpec(_Strict):
+    name: str = Field(default="sweep", min_length=1, max_length=200)
+    models: list[ModelSpec] = Field(min_length=1)
+    judges: list[ModelSpec] = Field(default_factory=list)
+    conditions: list[Literal["A", "B", "C", "D"]] = Field(default_factory=lambda: list(CONDITIONS))
+    fixtures: FixtureSource = Field(default_factory=FixtureSource)
+    instructions: InstructionSource = Field(default_factory=InstructionSource)
+    judge_prompt: str | None = None
+    repeats: int = Field(default=1, ge=1, le=1000)
+    high_risk_repeats: int = Field(default=HIGH_RISK_MIN_REPEATS, ge=1, le=1000)
+    pass_rule: PassRuleSpec = Field(default_factory=PassRuleSpec)
+    dispute_rule: DisputeRuleSpec = Field(default_factory=DisputeRuleSpec)
+
+    @field_validator("conditions")
+    @classmethod
+    def _conditions(cls, v: list[str]) -> list[str]:
+        if len(set(v)) != len(v):
+            raise ValueError("conditions must not repeat")
+        return sorted(v)
+
+    @model_validator(mode="after")
+    def _unique_models(self) -> SweepSpec:
+        hashes = [m.model_hash for m in self.models]
+        if len(set(hashes)) != len(hashes):
+            raise ValueError("two models have the same provider, model, base_url and params")
+        return self
+
+    def high_risk_repeat_count(self) -> int:
+        """High-risk fixtures need at least three repeats per condition before comparisons publish."""
+        return max(self.high_risk_repeats, self.repeats, HIGH_RISK_MIN_REPEATS)
+
+    def resolved(self) -> dict[str, Any]:
+        """The spec with every default filled in: what is stored and sealed."""
+        return self.model_dump(mode="json")
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        msg = err["msg"].removeprefix("Value error, ")
+        parts.append(f"{where}: {msg}")
+    return "; ".join(parts)
+
+
+def parse_spec(data: Any, source: str = "spec") -> SweepSpec:
+    if not isinstance(data, dict):
+        raise SpecError(f"{source}: expected a mapping of sweep fields, got {type(data).__name__}")
+    try:
+        return SweepSpec.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(f"{source}: {_describe(exc)}") from None
+
+
+def load_spec(path: str | Path) -> SweepSpec:
+    p = Path(path)
+    if not p.is_file():
+        raise SpecError(f"{path}: spec file not found")
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise SpecError(f"{path}: not valid YAML{where}") from None
+    return parse_spec(data, str(path))
+
+
+def demo_spec() -> SweepSpec:
+    """The zero-configuration demo: every pilot fixture x A-D x the simulated model, judged by sim."""
+    sim = {"provider": "sim", "model": "sim-1", "label": "sim (simulated)"}
+    return parse_spec(
+        {"name": "demo (simulated)", "models": [sim], "judges": [{**sim, "label": "sim-judge (simulated)"}]},
+        "demo",
+    )
