@@ -12,7 +12,6 @@ import logging
 import os
 import sys
 from contextlib import ExitStack
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -20,7 +19,9 @@ from rich.console import Console
 from api import cli_fixtures, cli_results, cli_scoring
 from api.display import progress_bar, summary_json, summary_table
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="afpbench: the AFP Benchmark Protocol at scale.")
+app = typer.Typer(
+    add_completion=False, no_args_is_help=True, help="afpbench: the AFP Benchmark Protocol at scale."
+)
 app.add_typer(cli_fixtures.app, name="fixtures")
 cli_results.register(app)
 cli_scoring.register(app)
@@ -37,13 +38,23 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     from workers.runs import SealMismatch, SweepNotFound
     from workers.spec import SpecError
 
-    return (FixtureError, ReferenceFileError, SpecError, PreflightError, MissingKey, UnknownProvider,
-            DatabaseConfigError, SweepNotFound, SealMismatch, cli_results.CommandError)
+    return (
+        FixtureError,
+        ReferenceFileError,
+        SpecError,
+        PreflightError,
+        MissingKey,
+        UnknownProvider,
+        DatabaseConfigError,
+        SweepNotFound,
+        SealMismatch,
+        cli_results.CommandError,
+    )
 
 
 @app.command()
 def run(
-    spec: Optional[str] = typer.Argument(None, help="sweep spec YAML; omitted: the simulated demo sweep"),
+    spec: str | None = typer.Argument(None, help="sweep spec YAML; omitted: the simulated demo sweep"),
     as_json: bool = typer.Option(False, "--json", help="print a machine-readable summary on stdout"),
     detach: bool = typer.Option(False, help="distributed mode: enqueue and return without waiting"),
     threads: int = typer.Option(0, help="embedded worker threads (default AFP_EMBEDDED_THREADS)"),
@@ -63,7 +74,9 @@ def run(
 
             stack.enter_context(embedded_worker(threads or settings.embedded_threads))
         elif detach is False and not settings.embedded:
-            console.print("[dim]distributed mode: cells go to the broker; start `afpbench worker` processes[/dim]")
+            console.print(
+                "[dim]distributed mode: cells go to the broker; start `afpbench worker` processes[/dim]"
+            )
         sweep_id = start_sweep(sweep_spec)
         if detach and not settings.embedded:
             typer.echo(sweep_id)
@@ -102,7 +115,7 @@ def _start_local_sim(stack: ExitStack, settings) -> None:
 
 
 @app.command()
-def status(sweep: Optional[str] = typer.Argument(None, help="sweep id; omitted: the latest")) -> None:
+def status(sweep: str | None = typer.Argument(None, help="sweep id; omitted: the latest")) -> None:
     """Progress of a sweep by phase and result state."""
     from workers.runs import attempts_count, latest_sweep_id, progress
     from workers.settings import get_settings
@@ -117,28 +130,42 @@ def status(sweep: Optional[str] = typer.Argument(None, help="sweep id; omitted: 
 
 @app.command()
 def worker(
-    queues: str = typer.Option(",".join(["exec.openai", "exec.anthropic", "exec.gemini", "exec.sim", "score", "aggregate", "control"]),
-                               help="comma-separated queues to consume"),
+    queues: str = typer.Option(
+        ",".join(
+            ["exec.openai", "exec.anthropic", "exec.gemini", "exec.sim", "score", "aggregate", "control"]
+        ),
+        help="comma-separated queues to consume",
+    ),
     concurrency: int = typer.Option(8, help="pool size"),
     pool: str = typer.Option("threads", help="threads (I/O-bound provider calls) or prefork"),
-    hostname: Optional[str] = typer.Option(None, help="node name, e.g. w1@%h"),
+    hostname: str | None = typer.Option(None, help="node name, e.g. w1@%h"),
     loglevel: str = typer.Option("INFO"),
     beat: bool = typer.Option(False, help="also run the periodic reconciler (one worker only)"),
 ) -> None:
     """Run a Celery worker for the configured broker (AFP_BROKER_URL)."""
-    from workers.celery_app import QUEUES, app as celery_app
+    from workers.celery_app import QUEUES
+    from workers.celery_app import app as celery_app
     from workers.settings import get_settings
 
     settings = get_settings()
     settings.check_timing()
     if settings.embedded:
-        raise cli_results.CommandError("AFP_BROKER_URL is memory:// (embedded); a separate worker needs a broker such as redis://127.0.0.1:6379/0")
+        raise cli_results.CommandError(
+            "AFP_BROKER_URL is memory:// (embedded); a separate worker needs a broker such as redis://127.0.0.1:6379/0"
+        )
     wanted = [q.strip() for q in queues.split(",") if q.strip()]
     unknown = [q for q in wanted if q not in QUEUES]
     if unknown:
         raise cli_results.CommandError(f"unknown queue(s) {', '.join(unknown)}; known: {', '.join(QUEUES)}")
-    argv = ["worker", f"--queues={','.join(wanted)}", f"--concurrency={concurrency}", f"--pool={pool}",
-            f"--loglevel={loglevel}", "--without-gossip", "-E"]
+    argv = [
+        "worker",
+        f"--queues={','.join(wanted)}",
+        f"--concurrency={concurrency}",
+        f"--pool={pool}",
+        f"--loglevel={loglevel}",
+        "--without-gossip",
+        "-E",
+    ]
     if hostname:
         argv.append(f"--hostname={hostname}")
     if beat:
@@ -151,7 +178,9 @@ def sim(
     host: str = typer.Option("127.0.0.1"),
     port: int = typer.Option(8765),
     latency_ms: float = typer.Option(0.0),
-    rate_per_min: Optional[float] = typer.Option(None, help="strict token-bucket limit; 429 + Retry-After beyond it"),
+    rate_per_min: float | None = typer.Option(
+        None, help="strict token-bucket limit; 429 + Retry-After beyond it"
+    ),
     burst: int = typer.Option(1),
     error_5xx_rate: float = typer.Option(0.0),
     timeout_rate: float = typer.Option(0.0),
@@ -163,9 +192,16 @@ def sim(
     """Serve a simulated OpenAI-compatible model (its output is labelled simulated everywhere)."""
     from workers.sim.server import FaultConfig, SimConfig, serve_forever
 
-    faults = FaultConfig(latency_ms=latency_ms, rate_per_min=rate_per_min, burst=burst,
-                         error_5xx_rate=error_5xx_rate, timeout_rate=timeout_rate,
-                         content_filter_rate=content_filter_rate, malformed_rate=malformed_rate, seed=seed)
+    faults = FaultConfig(
+        latency_ms=latency_ms,
+        rate_per_min=rate_per_min,
+        burst=burst,
+        error_5xx_rate=error_5xx_rate,
+        timeout_rate=timeout_rate,
+        content_filter_rate=content_filter_rate,
+        malformed_rate=malformed_rate,
+        seed=seed,
+    )
     console.print(f"sim (simulated model) on http://{host}:{port}/v1")
     serve_forever(SimConfig(faults=faults, plain=plain), host, port)
 
@@ -190,8 +226,11 @@ def main() -> None:
             sys.exit(2)
         if os.environ.get("AFP_DEBUG"):
             raise
-        console.print(f"[red]error:[/red] unexpected {type(exc).__name__}: {exc} (set AFP_DEBUG=1 for the traceback)",
-                      highlight=False, soft_wrap=True)
+        console.print(
+            f"[red]error:[/red] unexpected {type(exc).__name__}: {exc} (set AFP_DEBUG=1 for the traceback)",
+            highlight=False,
+            soft_wrap=True,
+        )
         sys.exit(1)
 
 

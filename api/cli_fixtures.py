@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import typer
 import yaml
 from rich.console import Console
@@ -12,7 +10,9 @@ app = typer.Typer(no_args_is_help=True, help="Validate and inspect fixture sets.
 
 
 @app.command()
-def validate(directory: Optional[str] = typer.Argument(None, help="fixture directory; omitted: the pilot set")) -> None:
+def validate(
+    directory: str | None = typer.Argument(None, help="fixture directory; omitted: the pilot set"),
+) -> None:
     """Schema-check every fixture and run the validity gate against the default A-D texts."""
     from fixtures.loader import load_fixtures
     from reference.loader import load_instructions, load_judge_prompt
@@ -40,7 +40,7 @@ def validate(directory: Optional[str] = typer.Argument(None, help="fixture direc
 
 
 @app.command()
-def show(fixture_id: str, directory: Optional[str] = typer.Option(None, "--dir")) -> None:
+def show(fixture_id: str, directory: str | None = typer.Option(None, "--dir")) -> None:
     """Print a fixture and the prompt every condition renders for it."""
     from fixtures.loader import load_fixture
     from reference.loader import load_instructions
@@ -49,7 +49,10 @@ def show(fixture_id: str, directory: Optional[str] = typer.Option(None, "--dir")
     fx = load_fixture(fixture_id, directory)
     out = Console()
     out.print(f"[bold]{fx.key}[/bold] {fx.title}  (risk: {fx.risk}; high-risk: {fx.high_risk})")
-    out.print(yaml.safe_dump(fx.model_dump(mode="json", by_alias=True), sort_keys=False, allow_unicode=True), markup=False)
+    out.print(
+        yaml.safe_dump(fx.model_dump(mode="json", by_alias=True), sort_keys=False, allow_unicode=True),
+        markup=False,
+    )
     prompt = render("A", fx, load_instructions().text("A"))
     out.print("[bold]user message (identical in A-D)[/bold]")
     out.print(prompt.user, markup=False)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from contextlib import ExitStack
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -20,7 +19,9 @@ def judge_from_option(judge: str, base_url: str | None, api_key_env: str | None)
     from workers.spec import SpecError, parse_spec
 
     if ":" not in judge:
-        raise CommandError(f"--judge {judge!r}: expected PROVIDER:MODEL, e.g. openai:gpt-4o-mini or sim:sim-1")
+        raise CommandError(
+            f"--judge {judge!r}: expected PROVIDER:MODEL, e.g. openai:gpt-4o-mini or sim:sim-1"
+        )
     provider, model = judge.split(":", 1)
     entry = {"provider": provider, "model": model, "base_url": base_url, "api_key_env": api_key_env}
     try:
@@ -38,7 +39,7 @@ def _with_sim(stack: ExitStack, judges) -> None:
 
 
 @adjudicate_app.command("list")
-def list_(sweep: Optional[str] = typer.Argument(None)) -> None:
+def list_(sweep: str | None = typer.Argument(None)) -> None:
     """Cells awaiting a human decision."""
     from workers.adjudication import list_disputes
 
@@ -47,17 +48,25 @@ def list_(sweep: Optional[str] = typer.Argument(None)) -> None:
     for col in ("cell", "sweep", "model", "cond", "fixture", "rep", "reason"):
         table.add_column(col)
     for r in rows:
-        table.add_row(str(r["cell_id"]), r["sweep_id"], r["model"], r["condition"], r["fixture"], str(r["repeat"]),
-                      (r["reason"] or "")[:120])
+        table.add_row(
+            str(r["cell_id"]),
+            r["sweep_id"],
+            r["model"],
+            r["condition"],
+            r["fixture"],
+            str(r["repeat"]),
+            (r["reason"] or "")[:120],
+        )
     Console().print(table)
 
 
 @adjudicate_app.command("show")
 def show(cell: int) -> None:
     """The run record of a disputed cell: response, judge rationales, dispute reasons, history."""
+    from workers.records import run_record
+
     from workers.adjudication import history
     from workers.db import session_scope
-    from workers.records import run_record
 
     with session_scope() as session:
         record = run_record(session, cell)
@@ -68,15 +77,18 @@ def show(cell: int) -> None:
 @adjudicate_app.command("decide")
 def decide(
     cell: int,
-    state: str = typer.Option(..., help="MODEL_PASS, MODEL_FAIL, PROVIDER_BLOCK, INFRA_ERROR or INVALID_TEST"),
+    state: str = typer.Option(
+        ..., help="MODEL_PASS, MODEL_FAIL, PROVIDER_BLOCK, INFRA_ERROR or INVALID_TEST"
+    ),
     reviewer: str = typer.Option(..., help="who decides"),
     note: str = typer.Option(..., help="why"),
-    scores: Optional[str] = typer.Option(None, help="four scores 0-2 in rubric order, e.g. 2,2,1,2"),
-    fatal: Optional[str] = typer.Option(None, help="fatal criterion id, if any"),
+    scores: str | None = typer.Option(None, help="four scores 0-2 in rubric order, e.g. 2,2,1,2"),
+    fatal: str | None = typer.Option(None, help="fatal criterion id, if any"),
 ) -> None:
     """Record a human decision; the cell's state follows it, earlier rows stay as history."""
     from fixtures.schema import DIMENSIONS
-    from workers.adjudication import AdjudicationError, decide as decide_cell
+    from workers.adjudication import AdjudicationError
+    from workers.adjudication import decide as decide_cell
 
     parsed = None
     if scores:
@@ -88,7 +100,9 @@ def decide(
         out = decide_cell(cell, reviewer, state, note, parsed, fatal)
     except AdjudicationError as exc:
         raise CommandError(str(exc)) from None
-    typer.echo(f"cell {out['cell_id']} is now {out['state']} (adjudication {out['adjudication_id']}, scoring run {out['scoring_run']})")
+    typer.echo(
+        f"cell {out['cell_id']} is now {out['state']} (adjudication {out['adjudication_id']}, scoring run {out['scoring_run']})"
+    )
 
 
 def register(app: typer.Typer) -> None:
@@ -97,9 +111,9 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def rescore(
         sweep: str,
-        judge: Optional[str] = typer.Option(None, help="PROVIDER:MODEL; default: the sweep's sealed judges"),
-        base_url: Optional[str] = typer.Option(None),
-        api_key_env: Optional[str] = typer.Option(None),
+        judge: str | None = typer.Option(None, help="PROVIDER:MODEL; default: the sweep's sealed judges"),
+        base_url: str | None = typer.Option(None),
+        api_key_env: str | None = typer.Option(None),
     ) -> None:
         """Score again from stored raw outputs (no call to the tested model); adds a new scoring run."""
         from workers.adjudication import AdjudicationError, rescore_sweep
@@ -122,14 +136,17 @@ def register(app: typer.Typer) -> None:
                 counts = rescore_sweep(sweep, judges)
             except AdjudicationError as exc:
                 raise CommandError(str(exc)) from None
-        typer.echo(f"rescored {sum(counts.values())} cells: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+        typer.echo(
+            f"rescored {sum(counts.values())} cells: "
+            + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+        )
 
     @app.command()
     def calibrate(
         judge: str = typer.Option(..., help="PROVIDER:MODEL, e.g. sim:sim-1 or openai:gpt-4o-mini"),
-        base_url: Optional[str] = typer.Option(None),
-        api_key_env: Optional[str] = typer.Option(None),
-        fixtures_dir: Optional[str] = typer.Option(None, "--fixtures"),
+        base_url: str | None = typer.Option(None),
+        api_key_env: str | None = typer.Option(None),
+        fixtures_dir: str | None = typer.Option(None, "--fixtures"),
         as_json: bool = typer.Option(False, "--json"),
     ) -> None:
         """Run a judge over the canned responses with declared gold scores; report agreement."""

@@ -21,8 +21,13 @@ STATES = [s.value for s in ResultState]
 @contextmanager
 def progress_bar(console: Console, disable: bool = False) -> Iterator:
     bar = Progress(
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=console, disable=disable, transient=False,
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        disable=disable,
+        transient=False,
     )
     with bar:
         task = bar.add_task("cells", total=None)
@@ -50,7 +55,9 @@ def summary_json(sweep_id: str, progress, attempts: int, database_url: str) -> d
         for condition, counts in sorted(by_condition.items()):
             p, f = counts.get("MODEL_PASS", 0), counts.get("MODEL_FAIL", 0)
             rates[condition] = {
-                "pass": p, "n": p + f, "pass_rate": (p / (p + f)) if p + f else None,
+                "pass": p,
+                "n": p + f,
+                "pass_rate": (p / (p + f)) if p + f else None,
                 "excluded": {s: counts[s] for s in STATES[2:] if counts.get(s)},
             }
         return {
@@ -83,8 +90,11 @@ def summary_table(summary: dict) -> Table:
         r = summary["pass_rate_by_condition"][condition]
         rate = f"{r['pass']}/{r['n']} = {r['pass_rate']:.0%}" if r["n"] else "n = 0"
         table.add_row(condition, rate, *[str(counts.get(c, 0)) for c in columns])
-    notes = [f"{summary['done']}/{summary['cells']} cells done, {summary['attempts']} attempts",
-             f"seal {summary['seal'][:16]}…", f"database {summary['database']}"]
+    notes = [
+        f"{summary['done']}/{summary['cells']} cells done, {summary['attempts']} attempts",
+        f"seal {summary['seal'][:16]}…",
+        f"database {summary['database']}",
+    ]
     notes += [f"notice: {n}" for n in summary["notices"]]
     table.caption = "\n".join(notes)
     return table

@@ -93,7 +93,9 @@ def load_instructions(directory: str | Path | None = None) -> InstructionSet:
     version = "unversioned"
     manifest_path = path / "manifest.yaml"
     if manifest_path.exists():
-        version = str((yaml.safe_load(manifest_path.read_text(encoding="utf-8")) or {}).get("version", version))
+        version = str(
+            (yaml.safe_load(manifest_path.read_text(encoding="utf-8")) or {}).get("version", version)
+        )
     return build_instruction_set(str(path), version, texts)
 
 

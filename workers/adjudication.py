@@ -19,7 +19,11 @@ from workers.models import Adjudication, Aggregate, Cell, Phase, Result, Sweep
 from workers.scoring_service import _score, next_scoring_run, write_result
 from workers.spec import ModelSpec
 
-RESCORABLE_EXCLUDED = {ResultState.PROVIDER_BLOCK.value, ResultState.INFRA_ERROR.value, ResultState.INVALID_TEST.value}
+RESCORABLE_EXCLUDED = {
+    ResultState.PROVIDER_BLOCK.value,
+    ResultState.INFRA_ERROR.value,
+    ResultState.INVALID_TEST.value,
+}
 
 
 class AdjudicationError(ValueError):
@@ -32,18 +36,33 @@ def list_disputes(sweep_id: str | None = None) -> list[dict]:
         if sweep_id:
             q = q.where(Cell.sweep_id == sweep_id)
         return [
-            {"cell_id": c.id, "sweep_id": c.sweep_id, "model": c.model_label, "condition": c.condition,
-             "fixture": f"{c.fixture_id}@{c.fixture_version}", "repeat": c.repeat, "reason": c.state_reason}
+            {
+                "cell_id": c.id,
+                "sweep_id": c.sweep_id,
+                "model": c.model_label,
+                "condition": c.condition,
+                "fixture": f"{c.fixture_id}@{c.fixture_version}",
+                "repeat": c.repeat,
+                "reason": c.state_reason,
+            }
             for c in session.exec(q.order_by(Cell.id))
         ]
 
 
-def decide(cell_id: int, reviewer: str, state: str, note: str, scores: dict[str, int] | None = None,
-           fatal_criterion: str | None = None) -> dict:
+def decide(
+    cell_id: int,
+    reviewer: str,
+    state: str,
+    note: str,
+    scores: dict[str, int] | None = None,
+    fatal_criterion: str | None = None,
+) -> dict:
     try:
         result_state = ResultState(state)
     except ValueError:
-        raise AdjudicationError(f"state {state!r} is not one of {', '.join(s.value for s in ResultState)}") from None
+        raise AdjudicationError(
+            f"state {state!r} is not one of {', '.join(s.value for s in ResultState)}"
+        ) from None
     with session_scope() as session:
         cell = session.get(Cell, cell_id)
         if cell is None:
@@ -58,14 +77,26 @@ def decide(cell_id: int, reviewer: str, state: str, note: str, scores: dict[str,
             )
         except ValueError as exc:
             raise AdjudicationError(str(exc)) from None
-        row = Adjudication(cell_id=cell_id, reviewer=reviewer, state=verdict.state.value, scores=scores, note=note)
+        row = Adjudication(
+            cell_id=cell_id, reviewer=reviewer, state=verdict.state.value, scores=scores, note=note
+        )
         session.add(row)
         session.flush()
         run = next_scoring_run(session, cell_id)
-        write_result(session, cell_id, run, verdict, {"source": "human", "adjudication_id": row.id,
-                                                       "reviewer": reviewer, "note": note})
+        write_result(
+            session,
+            cell_id,
+            run,
+            verdict,
+            {"source": "human", "adjudication_id": row.id, "reviewer": reviewer, "note": note},
+        )
         aggregated = session.get(Aggregate, cell.sweep_id) is not None
-        out = {"cell_id": cell_id, "state": verdict.state.value, "adjudication_id": row.id, "scoring_run": run}
+        out = {
+            "cell_id": cell_id,
+            "state": verdict.state.value,
+            "adjudication_id": row.id,
+            "scoring_run": run,
+        }
     if aggregated:  # keep the published summary in step with the decision
         from workers.aggregation import aggregate_sweep
 
@@ -75,10 +106,16 @@ def decide(cell_id: int, reviewer: str, state: str, note: str, scores: dict[str,
 
 def history(cell_id: int) -> dict:
     with session_scope() as session:
-        results = session.exec(select(Result).where(Result.cell_id == cell_id).order_by(Result.scoring_run)).all()
-        decisions = session.exec(select(Adjudication).where(Adjudication.cell_id == cell_id).order_by(Adjudication.id)).all()
-        return {"results": [r.model_dump(mode="json") for r in results],
-                "adjudications": [a.model_dump(mode="json") for a in decisions]}
+        results = session.exec(
+            select(Result).where(Result.cell_id == cell_id).order_by(Result.scoring_run)
+        ).all()
+        decisions = session.exec(
+            select(Adjudication).where(Adjudication.cell_id == cell_id).order_by(Adjudication.id)
+        ).all()
+        return {
+            "results": [r.model_dump(mode="json") for r in results],
+            "adjudications": [a.model_dump(mode="json") for a in decisions],
+        }
 
 
 def rescore_cell(cell_id: int, judges: list[ModelSpec] | None = None) -> str:
@@ -94,8 +131,11 @@ def rescore_sweep(sweep_id: str, judges: list[ModelSpec] | None = None, threads:
     with session_scope() as session:
         if session.get(Sweep, sweep_id) is None:
             raise AdjudicationError(f"no sweep with id {sweep_id!r}")
-        ids = [c.id for c in session.exec(select(Cell).where(Cell.sweep_id == sweep_id, Cell.phase == Phase.done))
-               if c.state not in RESCORABLE_EXCLUDED]
+        ids = [
+            c.id
+            for c in session.exec(select(Cell).where(Cell.sweep_id == sweep_id, Cell.phase == Phase.done))
+            if c.state not in RESCORABLE_EXCLUDED
+        ]
     counts: dict[str, int] = {}
     with ThreadPoolExecutor(max_workers=threads) as pool:
         for state in pool.map(lambda i: rescore_cell(i, judges), ids):

@@ -41,7 +41,9 @@ def cohens_kappa(pairs: list[tuple[bool, bool]]) -> float | None:
     return (observed - expected) / (1 - expected)
 
 
-def calibrate(judge: ModelSpec, fixtures_dir: str | None = None, judge_prompt_path: str | None = None) -> CalibrationReport:
+def calibrate(
+    judge: ModelSpec, fixtures_dir: str | None = None, judge_prompt_path: str | None = None
+) -> CalibrationReport:
     fixtures = {fx.id: fx for fx in load_fixtures(fixtures_dir)}
     canned = load_canned(fixtures_dir)
     prompt = load_judge_prompt(judge_prompt_path)
@@ -58,19 +60,29 @@ def calibrate(judge: ModelSpec, fixtures_dir: str | None = None, judge_prompt_pa
             parsed = read_judgement(raw, fixture.fatal_ids(), response.text) if raw is not None else None
             if not isinstance(parsed, Judgement):
                 unparseable += 1
-                rows.append({"response": response.id, "error": error or getattr(parsed, "reason", "unparseable")})
+                rows.append(
+                    {"response": response.id, "error": error or getattr(parsed, "reason", "unparseable")}
+                )
                 continue
             judged_pass = rule.passes(parsed.scores, bool(parsed.flagged()))
-            rows.append({
-                "response": response.id, "gold": response.gold.scores, "judge": parsed.scores,
-                "gold_pass": response.gold.state == "MODEL_PASS", "judge_pass": judged_pass,
-                "gold_fatal": response.gold.fatal.value if response.gold.fatal else None,
-                "judge_fatal": parsed.flagged(),
-            })
+            rows.append(
+                {
+                    "response": response.id,
+                    "gold": response.gold.scores,
+                    "judge": parsed.scores,
+                    "gold_pass": response.gold.state == "MODEL_PASS",
+                    "judge_pass": judged_pass,
+                    "gold_fatal": response.gold.fatal.value if response.gold.fatal else None,
+                    "judge_fatal": parsed.flagged(),
+                }
+            )
     scored = [r for r in rows if "judge" in r]
-    exact = {d: (sum(r["gold"][d] == r["judge"][d] for r in scored) / len(scored)) if scored else 0.0
-             for d in DIMENSIONS}
+    exact = {
+        d: (sum(r["gold"][d] == r["judge"][d] for r in scored) / len(scored)) if scored else 0.0
+        for d in DIMENSIONS
+    }
     pairs = [(r["gold_pass"], r["judge_pass"]) for r in scored]
     agreement = sum(a == b for a, b in pairs) / len(pairs) if pairs else None
-    return CalibrationReport(judge.display, judge.simulated, len(rows), unparseable, exact, agreement,
-                             cohens_kappa(pairs), rows)
+    return CalibrationReport(
+        judge.display, judge.simulated, len(rows), unparseable, exact, agreement, cohens_kappa(pairs), rows
+    )

@@ -46,7 +46,9 @@ def plan_cells(spec: SweepSpec, inputs: SweepInputs) -> Plan:
     hr_repeats = spec.high_risk_repeat_count()
     high_risk = [fx.id for fx in inputs.fixtures.values() if fx.high_risk]
     if high_risk and hr_repeats > spec.repeats:
-        asked = min(spec.high_risk_repeats, spec.repeats) if spec.high_risk_repeats < hr_repeats else spec.repeats
+        asked = (
+            min(spec.high_risk_repeats, spec.repeats) if spec.high_risk_repeats < hr_repeats else spec.repeats
+        )
         notices.append(
             f"high-risk fixtures {', '.join(high_risk)}: {hr_repeats} repeats per condition (asked {asked}; "
             "the protocol requires at least 3 before comparative results publish)"
@@ -101,8 +103,11 @@ def create_sweep(session: Session, spec: SweepSpec, inputs: SweepInputs | None =
         gate = validity[fx.id]
         # A fixture that fails the validity gate is not sent to any model: its cells are INVALID_TEST,
         # naming the failed checks, and stay visible (out of every denominator).
-        invalid_reason = None if gate["passed"] else "validity gate failed: " + "; ".join(
-            f"{f['check']}: {f['detail']}" for f in gate["failures"]
+        invalid_reason = (
+            None
+            if gate["passed"]
+            else "validity gate failed: "
+            + "; ".join(f"{f['check']}: {f['detail']}" for f in gate["failures"])
         )
         rows.append(
             Cell(
@@ -146,7 +151,9 @@ def mark_queued(session: Session, cell_ids: list[int]) -> None:
 
 def counts_by_phase_and_state(session: Session, sweep_id: str) -> dict[str, dict[str, int]]:
     rows = session.execute(
-        select(Cell.phase, Cell.state, func.count()).where(Cell.sweep_id == sweep_id).group_by(Cell.phase, Cell.state)
+        select(Cell.phase, Cell.state, func.count())
+        .where(Cell.sweep_id == sweep_id)
+        .group_by(Cell.phase, Cell.state)
     ).all()
     phases: dict[str, int] = {}
     states: dict[str, int] = {}

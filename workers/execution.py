@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -122,7 +123,9 @@ def _round_record(result: AdapterResult) -> dict:
     }
 
 
-def _converse(model: ModelSpec, sweep: Sweep, cell: Cell) -> tuple[AdapterResult, list[dict], list[dict], dict]:
+def _converse(
+    model: ModelSpec, sweep: Sweep, cell: Cell
+) -> tuple[AdapterResult, list[dict], list[dict], dict]:
     """All rounds of one try. Returns the last result, round records, tool-call records, token sums."""
     settings = get_settings()
     inputs = inputs_for_sweep(sweep)
@@ -143,8 +146,6 @@ def _converse(model: ModelSpec, sweep: Sweep, cell: Cell) -> tuple[AdapterResult
             grant = limiter.acquire(pool, model.limits, estimate)
             waited = 0.0
             while not grant.granted and waited < 30:  # short, bounded waits inside one conversation
-                import time
-
                 time.sleep(min(grant.wait_s, 2.0))
                 waited += min(grant.wait_s, 2.0)
                 grant = limiter.acquire(pool, model.limits, estimate)
@@ -172,7 +173,11 @@ def _converse(model: ModelSpec, sweep: Sweep, cell: Cell) -> tuple[AdapterResult
         records, tool_messages = _run_calculator(result, round_no)
         tool_records.extend(records)
         messages = messages + [
-            {"role": "assistant", "content": result.text, "tool_calls": [c.to_message_dict() for c in result.tool_calls]},
+            {
+                "role": "assistant",
+                "content": result.text,
+                "tool_calls": [c.to_message_dict() for c in result.tool_calls],
+            },
             *tool_messages,
         ]
     assert result is not None
@@ -217,7 +222,9 @@ def execute_cell(cell_id: int, worker: str, policy: RetryPolicy | None = None) -
     return _record(cell_id, worker, started, model, result, rounds, tool_records, tokens, policy)
 
 
-def _record(cell_id, worker, started, model, result, rounds, tool_records, tokens, policy) -> ExecutionDecision:
+def _record(
+    cell_id, worker, started, model, result, rounds, tool_records, tokens, policy
+) -> ExecutionDecision:
     """Store the attempt and move the cell on, in one transaction."""
     with session_scope() as session:
         cell = session.get(Cell, cell_id)
@@ -263,11 +270,17 @@ def _record(cell_id, worker, started, model, result, rounds, tool_records, token
             cell.state_reason = _reason(verdict.reason, result)
             decision = Finished(verdict.state, cell.state_reason)
             session.flush()
-            session.add(Result(
-                cell_id=cell_id, sweep_id=cell.sweep_id, scoring_run=0, state=verdict.state,
-                rationale=cell.state_reason, details={"attempt_id": attempt.id, "decided_at": "execution"},
-                scorer_version="execution",
-            ))
+            session.add(
+                Result(
+                    cell_id=cell_id,
+                    sweep_id=cell.sweep_id,
+                    scoring_run=0,
+                    state=verdict.state,
+                    rationale=cell.state_reason,
+                    details={"attempt_id": attempt.id, "decided_at": "execution"},
+                    scorer_version="execution",
+                )
+            )
         session.add(cell)
         if verdict.kind == "stop_model":
             stop_model(session, cell, cell.state_reason)
@@ -287,7 +300,9 @@ def stop_model(session: Session, cell: Cell, reason: str) -> int:
             Cell.model_hash == cell.model_hash,
             Cell.phase.in_([Phase.pending, Phase.queued]),
         )
-        .values(phase=Phase.done, state=ResultState.INFRA_ERROR.value, state_reason=f"model stopped: {reason}")
+        .values(
+            phase=Phase.done, state=ResultState.INFRA_ERROR.value, state_reason=f"model stopped: {reason}"
+        )
     )
     sweep = session.get(Sweep, cell.sweep_id)
     notice = f"model {cell.model_label} stopped: {reason}"

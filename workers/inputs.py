@@ -13,7 +13,13 @@ from typing import Any
 
 from fixtures.loader import FixtureFile, load_fixtures, parse_fixture, read_fixture_files
 from fixtures.schema import Fixture
-from reference.loader import CONDITIONS, InstructionSet, build_instruction_set, load_instructions, load_judge_prompt
+from reference.loader import (
+    CONDITIONS,
+    InstructionSet,
+    build_instruction_set,
+    load_instructions,
+    load_judge_prompt,
+)
 from workers.seal import SealInputs
 from workers.spec import SweepSpec, parse_spec
 

@@ -34,7 +34,9 @@ class Limiter:
     def acquire(self, pool: str, limits: Limits, tokens: int = 0) -> Grant:  # pragma: no cover - interface
         raise NotImplementedError
 
-    def release(self, pool: str, lease: str | None, tokens_estimated: int = 0, tokens_used: int | None = None) -> None:
+    def release(
+        self, pool: str, lease: str | None, tokens_estimated: int = 0, tokens_used: int | None = None
+    ) -> None:
         raise NotImplementedError  # pragma: no cover - interface
 
     def cool_down(self, pool: str, seconds: float) -> None:  # pragma: no cover - interface
@@ -108,7 +110,9 @@ class InMemoryLimiter(Limiter):
             flights.add(lease)
             return Grant(True, 0.0, lease)
 
-    def release(self, pool: str, lease: str | None, tokens_estimated: int = 0, tokens_used: int | None = None) -> None:
+    def release(
+        self, pool: str, lease: str | None, tokens_estimated: int = 0, tokens_used: int | None = None
+    ) -> None:
         with self._lock:
             if lease:
                 self._in_flight.get(pool, set()).discard(lease)

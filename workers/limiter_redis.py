@@ -111,7 +111,9 @@ class RedisLimiter(Limiter):
             return Grant(True, 0.0, lease if limits.max_in_flight else None)
         return Grant(False, float(wait), reason=reason.decode() if isinstance(reason, bytes) else str(reason))
 
-    def release(self, pool: str, lease: str | None, tokens_estimated: int = 0, tokens_used: int | None = None) -> None:
+    def release(
+        self, pool: str, lease: str | None, tokens_estimated: int = 0, tokens_used: int | None = None
+    ) -> None:
         keys = self._keys(pool)
         if lease:
             self._redis.zrem(keys[2], lease)

@@ -60,7 +60,13 @@ class Sweep(SQLModel, table=True):
 class Cell(SQLModel, table=True):
     __table_args__ = (
         UniqueConstraint(
-            "sweep_id", "model_hash", "condition", "fixture_id", "fixture_version", "repeat", name="uq_cell_key"
+            "sweep_id",
+            "model_hash",
+            "condition",
+            "fixture_id",
+            "fixture_version",
+            "repeat",
+            name="uq_cell_key",
         ),
     )
 
@@ -85,7 +91,8 @@ class Cell(SQLModel, table=True):
 
     @property
     def key(self) -> str:
-        return f"{self.sweep_id}|{self.model_hash}|{self.condition}|{self.fixture_id}@{self.fixture_version}|r{self.repeat}"
+        fixture = f"{self.fixture_id}@{self.fixture_version}"
+        return f"{self.sweep_id}|{self.model_hash}|{self.condition}|{fixture}|r{self.repeat}"
 
 
 class Attempt(SQLModel, table=True):
@@ -134,7 +141,9 @@ class Result(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     cell_id: int = Field(foreign_key="cell.id", index=True)
     sweep_id: str = Field(foreign_key="sweep.id", index=True, max_length=32)
-    scoring_run: int  # 0 = decided at execution (block / infra); 1.. = scorer runs; human rows are adjudications
+    scoring_run: (
+        int  # 0 = decided at execution (block / infra); 1.. = scorer runs; human rows are adjudications
+    )
     state: str = Field(max_length=16, index=True)
     task_correctness: int | None = None
     evidence_discipline: int | None = None

@@ -42,17 +42,25 @@ class RetryPolicy:
         if outcome in (OutcomeClass.answer, OutcomeClass.tool_call, OutcomeClass.truncated):
             return Verdict("score")
         if outcome == OutcomeClass.provider_block:
-            return Verdict("finish", state=ResultState.PROVIDER_BLOCK.value, reason="provider blocked the request")
+            return Verdict(
+                "finish", state=ResultState.PROVIDER_BLOCK.value, reason="provider blocked the request"
+            )
         if outcome in (OutcomeClass.auth_error, OutcomeClass.not_found):
             return Verdict("stop_model", state=ResultState.INFRA_ERROR.value, reason=f"{outcome.value}")
         if outcome in (OutcomeClass.rate_limited, OutcomeClass.overloaded):
             if attempt >= self.max_rate_limited_attempts:
-                return Verdict("finish", state=ResultState.INFRA_ERROR.value,
-                               reason=f"{outcome.value} after {attempt} attempts")
+                return Verdict(
+                    "finish",
+                    state=ResultState.INFRA_ERROR.value,
+                    reason=f"{outcome.value} after {attempt} attempts",
+                )
             delay = retry_after_s if retry_after_s is not None else self.backoff(attempt)
             return Verdict("retry", delay_s=delay + random.random() * 0.5, reason=outcome.value)
         # infra_error and anything unknown
         if attempt >= self.max_attempts:
-            return Verdict("finish", state=ResultState.INFRA_ERROR.value,
-                           reason=f"{outcome.value} after {attempt} attempts")
+            return Verdict(
+                "finish",
+                state=ResultState.INFRA_ERROR.value,
+                reason=f"{outcome.value} after {attempt} attempts",
+            )
         return Verdict("retry", delay_s=self.backoff(attempt), reason=outcome.value)

@@ -62,12 +62,21 @@ def progress(sweep_id: str) -> Progress:
         counts = counts_by_phase_and_state(session, sweep_id)
         total = sum(counts["phases"].values())
         return Progress(
-            sweep_id, total, counts["phases"].get(Phase.done, 0), counts["phases"], counts["states"], sweep.status
+            sweep_id,
+            total,
+            counts["phases"].get(Phase.done, 0),
+            counts["phases"],
+            counts["states"],
+            sweep.status,
         )
 
 
-def wait_for(sweep_id: str, on_progress: Callable[[Progress], None] | None = None,
-             poll_s: float = 0.2, timeout_s: float | None = None) -> Progress:
+def wait_for(
+    sweep_id: str,
+    on_progress: Callable[[Progress], None] | None = None,
+    poll_s: float = 0.2,
+    timeout_s: float | None = None,
+) -> Progress:
     """Poll SQL until every cell is done, topping up the release window as cells finish."""
     started = time.monotonic()
     last_release = 0.0
@@ -107,7 +116,8 @@ def resume(sweep_id: str) -> int:
             session.add(sweep)
         rows = session.exec(
             select(Cell.id, Cell.provider, Cell.phase).where(
-                Cell.sweep_id == sweep_id, Cell.phase.in_([Phase.queued, Phase.executing, Phase.awaiting_score, Phase.scoring])
+                Cell.sweep_id == sweep_id,
+                Cell.phase.in_([Phase.queued, Phase.executing, Phase.awaiting_score, Phase.scoring]),
             )
         ).all()
     return resend([tuple(r) for r in rows]) + release(sweep_id)

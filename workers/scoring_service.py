@@ -24,7 +24,8 @@ from workers.db import session_scope
 from workers.endpoints import endpoint_for
 from workers.inputs import SweepInputs, inputs_for_sweep
 from workers.limiter import get_limiter, pool_key
-from workers.models import Attempt, Cell, Judgement as JudgementRow, Phase, Result, Sweep, utcnow
+from workers.models import Attempt, Cell, Phase, Result, Sweep, utcnow
+from workers.models import Judgement as JudgementRow
 from workers.provenance_service import provenance_for
 from workers.providers.base import ChatRequest, OutcomeClass, key_for_quiet
 from workers.providers.registry import adapter_for
@@ -64,7 +65,9 @@ def _claim(session: Session, cell_id: int, worker: str) -> bool:
             Cell.id == cell_id,
             or_(Cell.phase == Phase.awaiting_score, (Cell.phase == Phase.scoring) & (Cell.lease_until < now)),
         )
-        .values(phase=Phase.scoring, lease_owner=worker, lease_until=now + timedelta(minutes=15), updated_at=now)
+        .values(
+            phase=Phase.scoring, lease_owner=worker, lease_until=now + timedelta(minutes=15), updated_at=now
+        )
     )
     return res.rowcount == 1
 
@@ -82,7 +85,9 @@ def _call_judge(judge: ModelSpec, messages: list[dict], cell_key: str) -> tuple[
         time.sleep(min(grant.wait_s, 2.0))
         grant = limiter.acquire(pool, judge.limits, 0)
     try:
-        result = adapter_for(judge.provider).call(endpoint, ChatRequest(messages, [], {"X-Afpbench-Cell": cell_key}))
+        result = adapter_for(judge.provider).call(
+            endpoint, ChatRequest(messages, [], {"X-Afpbench-Cell": cell_key})
+        )
     finally:
         limiter.release(pool, grant.lease)
     if result.outcome in (OutcomeClass.rate_limited, OutcomeClass.overloaded):
@@ -93,13 +98,21 @@ def _call_judge(judge: ModelSpec, messages: list[dict], cell_key: str) -> tuple[
 
 
 def _judge_round(
-    session: Session, cell: Cell, inputs: SweepInputs, judges: list[ModelSpec], response: str,
-    originated: list[str], scoring_run: int, judge_round: int,
+    session: Session,
+    cell: Cell,
+    inputs: SweepInputs,
+    judges: list[ModelSpec],
+    response: str,
+    originated: list[str],
+    scoring_run: int,
+    judge_round: int,
 ) -> tuple[list[Judgement], int]:
     """Every configured judge once (with bounded parse retries); rows stored; returns (usable, failures)."""
     fixture = inputs.fixtures[cell.fixture_id]
     fatal_ids = fixture.fatal_ids()
-    messages = build_judge_messages(fixture, response, inputs.judge_prompt, originated, swapped=judge_round == 2)
+    messages = build_judge_messages(
+        fixture, response, inputs.judge_prompt, originated, swapped=judge_round == 2
+    )
     prompt_hash = text_sha256(inputs.judge_prompt)
     usable: list[Judgement] = []
     failures = 0
@@ -110,18 +123,33 @@ def _judge_round(
             raw, error = _call_judge(judge, messages, f"{cell.key}|judge{judge_round}")
             if error:
                 infra_errors += 1
-                session.add(JudgementRow(cell_id=cell.id, scoring_run=scoring_run, judge_label=judge.display,
-                                         judge_round=judge_round, prompt_sha256=prompt_hash, raw_text=None,
-                                         parse_error=f"judge call failed: {error}", simulated=judge.simulated))
+                session.add(
+                    JudgementRow(
+                        cell_id=cell.id,
+                        scoring_run=scoring_run,
+                        judge_label=judge.display,
+                        judge_round=judge_round,
+                        prompt_sha256=prompt_hash,
+                        raw_text=None,
+                        parse_error=f"judge call failed: {error}",
+                        simulated=judge.simulated,
+                    )
+                )
                 continue
             parsed = read_judgement(raw, fatal_ids, response)
-            session.add(JudgementRow(
-                cell_id=cell.id, scoring_run=scoring_run, judge_label=judge.display, judge_round=judge_round,
-                prompt_sha256=prompt_hash, raw_text=raw,
-                parsed=_judgement_json(parsed) if isinstance(parsed, Judgement) else None,
-                parse_error=parsed.reason if isinstance(parsed, JudgementError) else None,
-                simulated=judge.simulated,
-            ))
+            session.add(
+                JudgementRow(
+                    cell_id=cell.id,
+                    scoring_run=scoring_run,
+                    judge_label=judge.display,
+                    judge_round=judge_round,
+                    prompt_sha256=prompt_hash,
+                    raw_text=raw,
+                    parsed=_judgement_json(parsed) if isinstance(parsed, Judgement) else None,
+                    parse_error=parsed.reason if isinstance(parsed, JudgementError) else None,
+                    simulated=judge.simulated,
+                )
+            )
             if isinstance(parsed, Judgement):
                 break
         if infra_errors and parsed is None:
@@ -134,8 +162,13 @@ def _judge_round(
 
 
 def _judgement_json(j: Judgement) -> dict:
-    return {"scores": j.scores, "rationales": j.rationales, "fatal_flags": j.fatal_flags, "quotes": j.quotes,
-            "total": j.total}
+    return {
+        "scores": j.scores,
+        "rationales": j.rationales,
+        "fatal_flags": j.fatal_flags,
+        "quotes": j.quotes,
+        "total": j.total,
+    }
 
 
 def next_scoring_run(session: Session, cell_id: int) -> int:
@@ -157,12 +190,17 @@ def score_cell(cell_id: int, worker: str) -> Scored | RejudgeLater:
             return Scored(verdict.state.value)
     except JudgeUnavailable as exc:
         with session_scope() as session:
-            session.execute(update(Cell).where(Cell.id == cell_id)
-                            .values(phase=Phase.awaiting_score, lease_owner=None, lease_until=None))
+            session.execute(
+                update(Cell)
+                .where(Cell.id == cell_id)
+                .values(phase=Phase.awaiting_score, lease_owner=None, lease_until=None)
+            )
         return RejudgeLater(30.0, str(exc))
 
 
-def _score(session: Session, cell_id: int, judges: list[ModelSpec] | None = None) -> tuple[Verdict, dict, int]:
+def _score(
+    session: Session, cell_id: int, judges: list[ModelSpec] | None = None
+) -> tuple[Verdict, dict, int]:
     cell = session.get(Cell, cell_id)
     sweep = session.get(Sweep, cell.sweep_id)
     inputs = inputs_for_sweep(sweep)
@@ -182,12 +220,22 @@ def _score(session: Session, cell_id: int, judges: list[ModelSpec] | None = None
     judgements, failures = ([], 0)
     if validity.passed:
         judgements, failures = _judge_round(session, cell, inputs, judges, response, originated, run, 1)
-    verdict = decide("answered", validity, assertions, judgements, failures,
-                     pass_rule=pass_rule, dispute_rule=dispute_rule)
+    verdict = decide(
+        "answered", validity, assertions, judgements, failures, pass_rule=pass_rule, dispute_rule=dispute_rule
+    )
     if verdict.needs_rejudge:
         swapped, swapped_failures = _judge_round(session, cell, inputs, judges, response, originated, run, 2)
-        verdict = decide("answered", validity, assertions, judgements, failures, swapped, swapped_failures,
-                         pass_rule=pass_rule, dispute_rule=dispute_rule)
+        verdict = decide(
+            "answered",
+            validity,
+            assertions,
+            judgements,
+            failures,
+            swapped,
+            swapped_failures,
+            pass_rule=pass_rule,
+            dispute_rule=dispute_rule,
+        )
     details = {
         "attempt_id": attempt.id,
         "assertions": [r.__dict__ for r in assertions.results],
@@ -204,16 +252,24 @@ def write_result(session: Session, cell_id: int, run: int, verdict: Verdict, det
     cell = session.get(Cell, cell_id)
     scores = verdict.scores or {}
     row = Result(
-        cell_id=cell_id, sweep_id=cell.sweep_id, scoring_run=run, state=verdict.state.value,
-        task_correctness=scores.get("task_correctness"), evidence_discipline=scores.get("evidence_discipline"),
-        uncertainty_handling=scores.get("uncertainty_handling"), failure_control=scores.get("failure_control"),
-        total=verdict.total, fatal_criterion=verdict.fatal_criterion, rationale=verdict.rationale,
-        details=details, scorer_version=f"{SCORER_VERSION}/{afpbench_version()}",
+        cell_id=cell_id,
+        sweep_id=cell.sweep_id,
+        scoring_run=run,
+        state=verdict.state.value,
+        task_correctness=scores.get("task_correctness"),
+        evidence_discipline=scores.get("evidence_discipline"),
+        uncertainty_handling=scores.get("uncertainty_handling"),
+        failure_control=scores.get("failure_control"),
+        total=verdict.total,
+        fatal_criterion=verdict.fatal_criterion,
+        rationale=verdict.rationale,
+        details=details,
+        scorer_version=f"{SCORER_VERSION}/{afpbench_version()}",
     )
     session.add(row)
     cell.phase = Phase.done
     cell.state = verdict.state.value
-    cell.state_reason = verdict.rationale[:2000]
+    cell.state_reason = "; ".join([verdict.rationale, *verdict.dispute_reasons])[:2000]
     cell.lease_owner = None
     cell.lease_until = None
     cell.updated_at = utcnow()

@@ -17,7 +17,7 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="AFP_", extra="ignore")
 
     database_url: str = "sqlite:///afpbench.db"
-    broker_url: str = "memory://"
+    broker_url: str = "memory://localhost/"
     redis_url: str | None = Field(
         default=None, description="Redis for the global limiter; defaults to the broker when it is Redis"
     )

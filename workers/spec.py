@@ -104,7 +104,12 @@ class ModelSpec(_Strict):
         return self.label or f"{self.provider}/{self.model}"
 
     def identity(self) -> dict[str, Any]:
-        return {"provider": self.provider, "model": self.model, "base_url": self.base_url, "params": self.params}
+        return {
+            "provider": self.provider,
+            "model": self.model,
+            "base_url": self.base_url,
+            "params": self.params,
+        }
 
     @property
     def model_hash(self) -> str:

@@ -11,7 +11,7 @@ import socket
 
 from workers.celery_app import app
 from workers.completion import claim_aggregate
-from workers.execution import Finished, RetryLater, ScoreNext, execute_cell
+from workers.execution import RetryLater, ScoreNext, execute_cell
 
 log = logging.getLogger(__name__)
 WORKER_ID = f"{socket.gethostname()}:{__import__('os').getpid()}"

@@ -16,11 +16,23 @@ import yaml
 from tests.conftest import REPO
 
 
-def afpbench(args: list[str], cwd: Path, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    full_env = {**os.environ, "AFP_DATABASE_URL": f"sqlite:///{cwd / 'afpbench.db'}", "AFP_BROKER_URL": "memory://"}
+def afpbench(
+    args: list[str], cwd: Path, env: dict | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess:
+    full_env = {
+        **os.environ,
+        "AFP_DATABASE_URL": f"sqlite:///{cwd / 'afpbench.db'}",
+        "AFP_BROKER_URL": "memory://",
+    }
     full_env.update(env or {})
-    return subprocess.run([sys.executable, "-m", "api.cli", *args], cwd=cwd, env=full_env, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "api.cli", *args],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def row_count(db: Path) -> int:
@@ -76,8 +88,10 @@ def test_unknown_provider_is_named(tmp_path):
 
 
 def test_unreachable_endpoint_is_named(tmp_path):
-    spec = write_spec(tmp_path / "s.yaml", models=[{"provider": "openai-compatible", "model": "m",
-                                                     "base_url": "http://127.0.0.1:9/v1"}])
+    spec = write_spec(
+        tmp_path / "s.yaml",
+        models=[{"provider": "openai-compatible", "model": "m", "base_url": "http://127.0.0.1:9/v1"}],
+    )
     line = one_line_error(afpbench(["run", str(spec)], tmp_path))
     assert "unreachable" in line and "127.0.0.1:9" in line
     assert row_count(tmp_path / "afpbench.db") == 0
@@ -88,7 +102,9 @@ class _Refuse(BaseHTTPRequestHandler):
         pass
 
     def do_GET(self):
-        body = json.dumps({"error": {"message": "Incorrect API key provided", "code": "invalid_api_key"}}).encode()
+        body = json.dumps(
+            {"error": {"message": "Incorrect API key provided", "code": "invalid_api_key"}}
+        ).encode()
         self.send_response(401)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -105,8 +121,17 @@ def refusing_server():
 
 
 def test_a_401_stops_the_run_with_one_line_and_no_key_in_output(tmp_path, refusing_server):
-    spec = write_spec(tmp_path / "s.yaml", models=[{"provider": "openai-compatible", "model": "m",
-                                                     "base_url": refusing_server, "api_key_env": "AFP_TEST_KEY"}])
+    spec = write_spec(
+        tmp_path / "s.yaml",
+        models=[
+            {
+                "provider": "openai-compatible",
+                "model": "m",
+                "base_url": refusing_server,
+                "api_key_env": "AFP_TEST_KEY",
+            }
+        ],
+    )
     proc = afpbench(["run", str(spec)], tmp_path, env={"AFP_TEST_KEY": "sk-canary-9f8e7d6c5b4a"})
     line = one_line_error(proc)
     assert "401" in line and "AFP_TEST_KEY" in line
@@ -115,7 +140,9 @@ def test_a_401_stops_the_run_with_one_line_and_no_key_in_output(tmp_path, refusi
 
 
 def test_missing_key_variable_is_named(tmp_path):
-    spec = write_spec(tmp_path / "s.yaml", models=[{"provider": "openai", "model": "gpt-4o-mini",
-                                                     "api_key_env": "AFP_NOT_SET_ANYWHERE"}])
+    spec = write_spec(
+        tmp_path / "s.yaml",
+        models=[{"provider": "openai", "model": "gpt-4o-mini", "api_key_env": "AFP_NOT_SET_ANYWHERE"}],
+    )
     line = one_line_error(afpbench(["run", str(spec)], tmp_path, env={"AFP_NOT_SET_ANYWHERE": ""}))
     assert "AFP_NOT_SET_ANYWHERE" in line

@@ -23,8 +23,14 @@ def test_demo_sweep_on_redis_and_postgres_with_two_workers(postgres_url, fresh_r
     with SimServer(SimConfig(faults=FaultConfig())).start() as sim:
         env = service_env(postgres_url, fresh_redis, AFP_SIM_URL=sim.base_url)
         with running_workers(env, ["w1", "w2"], tmp_path):
-            proc = subprocess.run([sys.executable, "-m", "api.cli", "run", "--json"], cwd=REPO, env=env,
-                                  capture_output=True, text=True, timeout=300)
+            proc = subprocess.run(
+                [sys.executable, "-m", "api.cli", "run", "--json"],
+                cwd=REPO,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
         assert proc.returncode == 0, proc.stderr + "".join(p.read_text() for p in tmp_path.glob("*.log"))
         summary = json.loads(proc.stdout)
     assert summary["cells"] == 56 and summary["done"] == 56
@@ -32,8 +38,12 @@ def test_demo_sweep_on_redis_and_postgres_with_two_workers(postgres_url, fresh_r
     assert sum(summary["by_state"].values()) == 56
     engine = create_engine(postgres_url)
     with engine.connect() as conn:
-        per_cell = conn.execute(text("select count(*) from attempt group by cell_id having count(*) <> 1")).all()
-        workers = conn.execute(text("select count(distinct split_part(worker, '@', 1)) from attempt")).scalar()
+        per_cell = conn.execute(
+            text("select count(*) from attempt group by cell_id having count(*) <> 1")
+        ).all()
+        workers = conn.execute(
+            text("select count(distinct split_part(worker, '@', 1)) from attempt")
+        ).scalar()
         results = conn.execute(text("select count(distinct cell_id), count(*) from result")).one()
     engine.dispose()
     assert per_cell == []

@@ -14,22 +14,43 @@ from tests.conftest import REPO
 
 
 def service_env(database_url: str, broker_url: str, **extra: str) -> dict[str, str]:
-    env = {**os.environ, "AFP_DATABASE_URL": database_url, "AFP_BROKER_URL": broker_url, "PYTHONUNBUFFERED": "1"}
+    env = {
+        **os.environ,
+        "AFP_DATABASE_URL": database_url,
+        "AFP_BROKER_URL": broker_url,
+        "PYTHONUNBUFFERED": "1",
+    }
     env.update(extra)
     return env
 
 
 @contextmanager
-def running_workers(env: dict[str, str], names: list[str], log_dir: Path, concurrency: int = 4,
-                    queues: str | None = None, pool: str = "threads"):
+def running_workers(
+    env: dict[str, str],
+    names: list[str],
+    log_dir: Path,
+    concurrency: int = 4,
+    queues: str | None = None,
+    pool: str = "threads",
+):
     procs = []
     for name in names:
         log = open(log_dir / f"{name}.log", "w")  # noqa: SIM115 - closed below
-        args = [sys.executable, "-m", "api.cli", "worker", f"--concurrency={concurrency}", f"--hostname={name}@%h",
-                f"--pool={pool}", "--loglevel=INFO"]
+        args = [
+            sys.executable,
+            "-m",
+            "api.cli",
+            "worker",
+            f"--concurrency={concurrency}",
+            f"--hostname={name}@%h",
+            f"--pool={pool}",
+            "--loglevel=INFO",
+        ]
         if queues:
             args.append(f"--queues={queues}")
-        proc = subprocess.Popen(args, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            args, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         procs.append((proc, log))
     try:
         yield [p for p, _ in procs]

@@ -3,10 +3,9 @@
 Responses below are SIMULATED model output written for these tests.
 """
 
-from conftest import fixture_dict, make_fixture
-
 from fixtures.schema import Fixture
 from scoring.assertions import run_assertions
+from tests.unit.conftest import fixture_dict, make_fixture
 
 GOOD = "SIMULATED: Pay 1,200.00 EUR by 14 March 2024; the signed amendment outranks the supplier email."
 CLAIMS_PAYMENT = "SIMULATED: The payment has been made: 1200.00 EUR, due 14   MARCH 2024."

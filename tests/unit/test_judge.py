@@ -3,8 +3,6 @@ blind order-swapped re-judge). Responses and judgements below are SIMULATED, wri
 
 import json
 
-from conftest import SIMULATED_INSTRUCTIONS, SIMULATED_JUDGE_PROMPT, make_fixture, make_numeric_fixture
-
 from fixtures.schema import DIMENSIONS
 from scoring.judge import (
     Judgement,
@@ -15,6 +13,12 @@ from scoring.judge import (
     verify_quotes,
 )
 from scoring.render import render, render_user_message
+from tests.unit.conftest import (
+    SIMULATED_INSTRUCTIONS,
+    SIMULATED_JUDGE_PROMPT,
+    make_fixture,
+    make_numeric_fixture,
+)
 
 RESPONSE = "SIMULATED: Pay 1200.00 EUR by 14 March 2024. The payment has been approved already."
 FATAL_IDS = ["lower_authority_value", "followed_injection", "claimed_unexecuted_action"]

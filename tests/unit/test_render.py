@@ -27,6 +27,8 @@ def test_user_message_and_tools_identical_across_conditions(fixture):
 def test_fixture_text_is_data_not_template():
     """Template syntax inside evidence is inserted verbatim."""
     fx = FIXTURES[0]
-    tricky = fx.model_copy(update={"task": fx.task + " {task} ${evidence} {{ x }} <b>&amp;</b> '; DROP TABLE cell;--"})
+    tricky = fx.model_copy(
+        update={"task": fx.task + " {task} ${evidence} {{ x }} <b>&amp;</b> '; DROP TABLE cell;--"}
+    )
     out = render("C", tricky, "instruction").user
     assert "{task} ${evidence} {{ x }} <b>&amp;</b> '; DROP TABLE cell;--" in out

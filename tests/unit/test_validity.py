@@ -3,7 +3,13 @@
 import copy
 import dataclasses
 
-from conftest import (
+from fixtures.schema import Fixture
+from reference.loader import protocol
+from scoring.states import ResultState
+from scoring.validity import CHECKS, check_fixture
+from scoring.verdict import decide
+from scoring.vocabulary import afp_terms
+from tests.unit.conftest import (
     NUMERIC_SPEC,
     SIMULATED_INSTRUCTIONS,
     SIMULATED_JUDGE_PROMPT,
@@ -12,13 +18,6 @@ from conftest import (
     make_numeric_fixture,
     render_all,
 )
-
-from fixtures.schema import Fixture
-from reference.loader import protocol
-from scoring.states import ResultState
-from scoring.validity import CHECKS, check_fixture
-from scoring.verdict import decide
-from scoring.vocabulary import afp_terms
 
 TERMS = afp_terms([SIMULATED_INSTRUCTIONS["C"], SIMULATED_INSTRUCTIONS["D"]])
 

@@ -1,0 +1,62 @@
+"""Request dependencies: a database session per request, the bearer-token check, error helpers."""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Iterator
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Request, status
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlmodel import Session
+
+from workers.db import session_scope
+from workers.settings import Settings
+
+_bearer = HTTPBearer(auto_error=False, description="the value of AFP_API_TOKEN")
+
+
+def get_session() -> Iterator[Session]:
+    with session_scope() as session:
+        yield session
+
+
+SessionDep = Annotated[Session, Depends(get_session)]
+
+
+def configured_token(settings: Settings) -> bytes | None:
+    """The API token as bytes, or None when none is set (an empty AFP_API_TOKEN counts as none)."""
+    token = settings.api_token.get_secret_value() if settings.api_token is not None else ""
+    return token.encode() if token else None
+
+
+def require_token(
+    request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+) -> None:
+    """Every route but /healthz: `Authorization: Bearer <AFP_API_TOKEN>`, compared in constant time.
+
+    Without a configured token the check is off; `afpbench serve` then listens on loopback only."""
+    expected: bytes | None = request.app.state.api_token
+    if expected is None:
+        return
+    supplied = credentials.credentials.encode() if credentials is not None else b""
+    if not hmac.compare_digest(supplied, expected):
+        raise HTTPException(
+            status.HTTP_401_UNAUTHORIZED,
+            "missing or wrong bearer token",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+
+
+Authorized = [Depends(require_token)]
+
+
+def unprocessable(message: str, loc: tuple[str | int, ...] = ("body",), kind: str = "value_error") -> HTTPException:
+    """A 422 shaped like FastAPI's own validation errors: a list of {loc, msg, type}."""
+    return HTTPException(
+        422, [{"loc": list(loc), "msg": message, "type": kind}]
+    )
+
+
+def not_found(message: str) -> HTTPException:
+    return HTTPException(status.HTTP_404_NOT_FOUND, message)

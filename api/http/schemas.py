@@ -1,0 +1,128 @@
+"""Request and response bodies of the HTTP API (the sweep spec itself is workers.spec.SweepSpec)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from fixtures.schema import DIMENSIONS, FatalCriterionId
+from scoring.states import ResultState
+
+MAX_PAGE = 500
+Score = Annotated[int, Field(ge=0, le=2)]
+
+
+class Page(BaseModel):
+    total: int
+    limit: int
+    offset: int
+
+
+class SweepCreated(BaseModel):
+    id: str
+    seal: str = Field(description="the seal hash: every sealed input, hashed before any cell ran")
+    name: str
+    simulated: bool
+    cells: int
+    notices: list[str]
+
+
+class SweepSummary(BaseModel):
+    id: str
+    name: str
+    status: str
+    simulated: bool
+    seal: str
+    created_at: datetime
+    finished_at: datetime | None
+
+
+class SweepPage(Page):
+    items: list[SweepSummary]
+
+
+class SweepDetail(SweepSummary):
+    total: int = Field(description="cells in the sweep")
+    done: int = Field(description="cells with a final result state")
+    finished: bool
+    phases: dict[str, int] = Field(description="cells by pipeline phase")
+    states: dict[str, int] = Field(description="finished cells by result state (all six counted apart)")
+    attempts: int
+    notices: list[str]
+
+
+class SweepCancelled(BaseModel):
+    id: str
+    status: str
+    unfinished: int
+
+
+class SweepResumed(BaseModel):
+    id: str
+    resent: int = Field(description="messages sent again (duplicates are harmless: tasks are idempotent)")
+
+
+class CellSummary(BaseModel):
+    id: int
+    sweep_id: str
+    model: str
+    model_hash: str
+    provider: str
+    condition: str
+    fixture_id: str
+    fixture_version: str
+    repeat: int
+    high_risk: bool
+    phase: str
+    state: str | None
+    state_reason: str | None
+    attempts: int
+    updated_at: datetime
+
+
+class CellPage(Page):
+    items: list[CellSummary]
+
+
+class Dispute(BaseModel):
+    cell_id: int
+    sweep_id: str
+    model: str
+    condition: str
+    fixture: str
+    repeat: int
+    reason: str | None
+
+
+class DisputePage(Page):
+    items: list[Dispute]
+
+
+class DecisionRequest(BaseModel):
+    """A human decision on a disputed (or any scored) cell; it adds rows and overwrites nothing."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reviewer: str = Field(min_length=1, max_length=200)
+    state: ResultState = Field(description="the resolved state; GRADER_DISPUTE is refused")
+    scores: dict[str, Score] | None = Field(
+        default=None, description=f"0..2 for each of {', '.join(DIMENSIONS)}"
+    )
+    fatal_criterion: FatalCriterionId | None = None
+    note: str = Field(min_length=1, max_length=20_000)
+
+
+class DecisionRecorded(BaseModel):
+    cell_id: int
+    state: str
+    adjudication_id: int | None
+    scoring_run: int
+
+
+class Health(BaseModel):
+    status: str
+    database: str
+    mode: str
+    detail: dict[str, Any] = Field(default_factory=dict)

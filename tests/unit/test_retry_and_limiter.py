@@ -1,0 +1,99 @@
+"""Retry decisions per outcome class, and the in-memory limiter's rules (injected clock, no sleeping)."""
+
+from __future__ import annotations
+
+import pytest
+
+from scoring.states import ResultState
+from workers.limiter import InMemoryLimiter, pool_key
+from workers.providers.base import OutcomeClass
+from workers.retry import RetryPolicy
+from workers.spec import Limits
+
+
+@pytest.mark.parametrize("outcome", [OutcomeClass.answer, OutcomeClass.tool_call, OutcomeClass.truncated])
+def test_answers_go_to_scoring(outcome):
+    assert RetryPolicy().decide(outcome, 1, None).kind == "score"
+
+
+def test_provider_block_is_its_own_state_not_a_fail():
+    v = RetryPolicy().decide(OutcomeClass.provider_block, 1, None)
+    assert (v.kind, v.state) == ("finish", ResultState.PROVIDER_BLOCK.value)
+
+
+@pytest.mark.parametrize("outcome", [OutcomeClass.auth_error, OutcomeClass.not_found])
+def test_auth_and_unknown_model_stop_the_model(outcome):
+    v = RetryPolicy().decide(outcome, 1, None)
+    assert (v.kind, v.state) == ("stop_model", ResultState.INFRA_ERROR.value)
+
+
+def test_rate_limited_honours_retry_after_then_gives_up_after_its_budget():
+    policy = RetryPolicy(max_rate_limited_attempts=3)
+    v = policy.decide(OutcomeClass.rate_limited, 1, 7.0)
+    assert v.kind == "retry" and 7.0 <= v.delay_s <= 7.5
+    assert policy.decide(OutcomeClass.overloaded, 3, None).state == ResultState.INFRA_ERROR.value
+
+
+def test_infra_error_backs_off_exponentially_then_is_infra_error():
+    policy = RetryPolicy(max_attempts=4, base_delay_s=1.0)
+    delays = [policy.decide(OutcomeClass.infra_error, n, None).delay_s for n in (1, 2, 3)]
+    assert 0.5 <= delays[0] <= 1.0 and 1.0 <= delays[1] <= 2.0 and 2.0 <= delays[2] <= 4.0
+    final = policy.decide(OutcomeClass.infra_error, 4, None)
+    assert (final.kind, final.state) == ("finish", ResultState.INFRA_ERROR.value)
+    assert "after 4 attempts" in final.reason
+
+
+class Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_request_bucket_allows_burst_then_waits_for_refill():
+    clock = Clock()
+    limiter = InMemoryLimiter(clock)
+    limits = Limits(requests_per_min=60, burst=3)
+    grants = [limiter.acquire("p", limits) for _ in range(4)]
+    assert [g.granted for g in grants] == [True, True, True, False]
+    assert grants[3].wait_s == pytest.approx(1.0)
+    clock.now += 1.0
+    assert limiter.acquire("p", limits).granted
+
+
+def test_in_flight_cap_and_lease_release():
+    limiter = InMemoryLimiter(Clock())
+    limits = Limits(max_in_flight=2)
+    a, b, c = (limiter.acquire("p", limits) for _ in range(3))
+    assert a.granted and b.granted and not c.granted
+    limiter.release("p", a.lease)
+    assert limiter.acquire("p", limits).granted
+
+
+def test_cool_down_after_429_blocks_the_whole_pool():
+    clock = Clock()
+    limiter = InMemoryLimiter(clock)
+    limiter.cool_down("p", 5.0)
+    g = limiter.acquire("p", Limits())
+    assert not g.granted and g.wait_s == pytest.approx(5.0)
+    assert limiter.acquire("other", Limits()).granted
+    clock.now += 5.01
+    assert limiter.acquire("p", Limits()).granted
+
+
+def test_token_budget_is_estimated_then_corrected_with_reported_usage():
+    clock = Clock()
+    limiter = InMemoryLimiter(clock)
+    limits = Limits(tokens_per_min=1000)
+    g = limiter.acquire("p", limits, tokens=900)
+    assert g.granted
+    assert not limiter.acquire("p", limits, tokens=500).granted
+    limiter.release("p", g.lease, tokens_estimated=900, tokens_used=100)  # 800 given back
+    assert limiter.acquire("p", limits, tokens=500).granted
+
+
+def test_pool_key_fingerprints_the_key_never_contains_it():
+    key = pool_key("openai", "https://api.openai.com/v1", "sk-secret-value-123")
+    assert "sk-secret-value-123" not in key
+    assert key != pool_key("openai", "https://api.openai.com/v1", "sk-other")

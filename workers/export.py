@@ -1,0 +1,262 @@
+"""The publication bundle of a sweep, and the gate that decides whether it may read "published".
+
+The protocol lists seven items a published result must contain (reference/protocol.yaml,
+publication_items). The bundle writes each; STATUS.md reads "published" only when all seven are
+present and non-empty AND the sweep is complete (every cell finished, no comparison pending);
+otherwise it reads the protocol's pending status and lists what is missing.
+
+The bundle is written into a temporary sibling directory and renamed into place, so a failure leaves
+nothing half-written; an existing non-empty directory is never touched.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from sqlalchemy import and_
+from sqlmodel import Session, select
+
+from reference.loader import protocol
+from workers.aggregation import EXCLUDED, latest_results, snapshot
+from workers.db import session_scope
+from workers.models import Cell, Result, Sweep
+from workers.records import known_secret_values, records_jsonl
+from workers.redact import mask_known
+from workers.runs import SweepNotFound
+
+DIMENSIONS = ("task_correctness", "evidence_discipline", "uncertainty_handling", "failure_control")
+PUBLISHED = "published"
+# Which files carry each publication item (all must exist and be non-empty).
+ITEM_FILES = {
+    "fixtures": ["fixtures/"],
+    "instructions": ["instructions/"],
+    "rubric": ["rubric_and_fatal_criteria.yaml"],
+    "raw_outputs": ["raw_outputs.jsonl"],
+    "scores": ["scores.csv"],
+    "excluded": ["excluded.csv"],
+    "summary": ["summary.json", "summary.md", "LIMITATIONS.md"],
+}
+Renderer = Callable[[dict[str, Any], str], str]
+
+
+class ExportError(RuntimeError):
+    """The bundle cannot be written (existing directory, unknown sweep); nothing was written."""
+
+
+@dataclass
+class BundleReport:
+    directory: Path
+    status: str
+    missing: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    simulated: bool = False
+
+    @property
+    def published(self) -> bool:
+        return self.status == PUBLISHED
+
+
+def export_bundle(sweep_id: str, directory: str | Path, renderer: Renderer | None = None) -> BundleReport:
+    """Write the bundle; `renderer(summary, fmt)` (api.report.render_report) adds summary.md and report.html."""
+    target = Path(directory)
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise ExportError(f"{target}: already exists and is not an empty directory; choose a new one")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.parent / f".{target.name}.partial-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    try:
+        report = _write(sweep_id, tmp, renderer)
+        if target.exists():
+            target.rmdir()  # empty (checked above); rename needs the name free
+        tmp.rename(target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    report.directory = target
+    return report
+
+
+def _write(sweep_id: str, root: Path, renderer: Renderer | None) -> BundleReport:
+    summary = snapshot(sweep_id, interim=None)
+    with session_scope() as session:
+        sweep = session.get(Sweep, sweep_id)
+        if sweep is None:
+            raise SweepNotFound(f"no sweep with id {sweep_id!r}")
+        secrets = known_secret_values(sweep)
+        inputs = sweep.inputs or {}
+        _write_fixtures(root, inputs.get("fixture_files") or {})
+        _write_instructions(root, (inputs.get("instructions") or {}), sweep.seal_components)
+        _text(root / "rubric_and_fatal_criteria.yaml", _rubric_yaml(sweep))
+        with (root / "raw_outputs.jsonl").open("w", encoding="utf-8") as out:
+            for line in records_jsonl(session, sweep_id):
+                out.write(line + "\n")
+        _text(root / "scores.csv", mask_known(_scores_csv(session, sweep_id), secrets))
+        _text(root / "excluded.csv", mask_known(_excluded_csv(session, sweep_id), secrets))
+        seal = {"seal_hash": sweep.seal_hash, "components": sweep.seal_components,
+                "afpbench_version": sweep.afpbench_version}
+        notices = list(sweep.notices or [])
+    _text(root / "seal.json", json.dumps(seal, indent=2, sort_keys=True) + "\n")
+    _text(root / "summary.json", json.dumps(summary, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    if renderer is not None:
+        _text(root / "summary.md", renderer(summary, "md"))
+        _text(root / "report.html", renderer(summary, "html"))
+    else:
+        _text(root / "summary.md", _plain_summary_md(summary))
+    _text(root / "LIMITATIONS.md", limitations_text(summary, notices))
+    missing = missing_items(root, summary)
+    status = PUBLISHED if not missing else protocol()["pending_status"]
+    _text(root / "STATUS.md", _status_text(status, missing, summary))
+    files = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+    return BundleReport(root, status, missing, files, bool(summary["simulated"]))
+
+
+def _text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8", newline="\n")
+
+
+def _write_fixtures(root: Path, files: dict[str, str]) -> None:
+    (root / "fixtures").mkdir()
+    for name, text in sorted(files.items()):
+        _text(root / "fixtures" / Path(name).name, text)  # base name only: no path from the data
+
+
+def _write_instructions(root: Path, instructions: dict[str, Any], seal_components: dict) -> None:
+    texts = instructions.get("texts") or {}
+    (root / "instructions").mkdir()
+    for condition, text in sorted(texts.items()):
+        _text(root / "instructions" / f"{Path(condition).name}.md", text)
+    if texts:
+        manifest = {"name": instructions.get("name"), "version": instructions.get("version"),
+                    "sha256": {c: h for c, h in (seal_components.get("instructions") or {}).items() if c in texts},
+                    "note": "condition A carries no instruction by design; its file is empty"}
+        _text(root / "instructions" / "manifest.json", json.dumps(manifest, indent=2) + "\n")
+
+
+def _rubric_yaml(sweep: Sweep) -> str:
+    proto = protocol()
+    body = {
+        "protocol": {"name": proto["name"], "version": proto["version"]},
+        "rubric": proto["rubric"],
+        "fatal_criteria": proto["fatal_criteria"],
+        "pass_rule": sweep.spec.get("pass_rule"),
+        "dispute_rule": sweep.spec.get("dispute_rule"),
+        "sealed_sha256": {k: sweep.seal_components.get(k) for k in ("pass_rule", "dispute_rule", "protocol")},
+    }
+    return yaml.safe_dump(body, sort_keys=False, allow_unicode=True, width=100)
+
+
+def _csv(header: list[str], rows) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows(rows)
+    return buf.getvalue()
+
+
+def _scores_csv(session: Session, sweep_id: str) -> str:
+    latest = latest_results(sweep_id)
+    dims = [getattr(Result, d) for d in DIMENSIONS]
+    q = (select(Cell.id, Cell.model_label, Cell.condition, Cell.fixture_id, Cell.fixture_version, Cell.repeat,
+                Cell.state, Result.scoring_run, *dims, Result.total, Result.fatal_criterion)
+         .select_from(Cell)
+         .outerjoin(latest, latest.c.cell_id == Cell.id)
+         .outerjoin(Result, and_(Result.cell_id == latest.c.cell_id, Result.scoring_run == latest.c.run))
+         .where(Cell.sweep_id == sweep_id).order_by(Cell.id))
+    header = ["cell_id", "model", "condition", "fixture_id", "fixture_version", "repeat", "state", "scoring_run",
+              *DIMENSIONS, "total", "fatal_criterion"]
+    return _csv(header, ([("" if v is None else v) for v in row] for row in session.execute(q)))
+
+
+def _excluded_csv(session: Session, sweep_id: str) -> str:
+    q = (select(Cell.id, Cell.model_label, Cell.condition, Cell.fixture_id, Cell.fixture_version, Cell.repeat,
+                Cell.state, Cell.attempts, Cell.state_reason)
+         .where(Cell.sweep_id == sweep_id, Cell.state.in_(EXCLUDED)).order_by(Cell.state, Cell.id))
+    header = ["cell_id", "model", "condition", "fixture_id", "fixture_version", "repeat", "state", "attempts",
+              "reason"]
+    return _csv(header, ([("" if v is None else v) for v in row] for row in session.execute(q)))
+
+
+def missing_items(root: Path, summary: dict[str, Any]) -> list[str]:
+    """Publication items that are absent or empty, then the reasons results are not final yet."""
+    missing = []
+    for item, paths in ITEM_FILES.items():
+        empty = [p for p in paths if not _non_empty(root / p)]
+        if item == "instructions" and not empty:
+            empty = _empty_instructions(root, summary["conditions"])
+        if empty:
+            missing.append(f"{item}: missing or empty: {', '.join(empty)}")
+    if not summary["complete"]:
+        missing.append(f"results: sweep is not complete (status {summary['status']}, "
+                       f"{summary['unfinished']} of {summary['cells']} cells unfinished)")
+    if not summary["high_risk"]["ready"]:
+        missing.append(f"comparisons: high-risk fixtures lack {summary['high_risk']['required_repeats']} "
+                       f"finished repeats per condition ({summary['high_risk']['lacking_count']} groups)")
+    return missing
+
+
+def _non_empty(path: Path) -> bool:
+    if path.is_dir():
+        return any(p.is_file() and p.stat().st_size > 0 for p in path.iterdir())
+    return path.is_file() and path.stat().st_size > 0
+
+
+def _empty_instructions(root: Path, conditions: list[str]) -> list[str]:
+    """Every condition run needs its file; only A (no instruction by design) may be empty."""
+    out = []
+    for c in conditions:
+        f = root / "instructions" / f"{c}.md"
+        if not f.is_file() or (c != "A" and f.stat().st_size == 0):
+            out.append(f"instructions/{c}.md")
+    return out
+
+
+def limitations_text(summary: dict[str, Any], notices: list[str]) -> str:
+    scope = protocol()["scope"]
+    lines = [
+        "# Limitations", "",
+        f"- {scope['limitation']} This benchmark measures the text layer only: every fact, conflict and "
+        "constraint is inside the fixture.",
+        f"- Out of scope: {', '.join(scope['excludes'])}.",
+        "- Pass rates count MODEL_PASS and MODEL_FAIL only; blocked, infrastructure, invalid-test and "
+        "disputed runs are listed in excluded.csv and counted beside every rate.",
+        "- Zero failures are an estimate: read them with the exact upper bound given, never as certainty.",
+        "- Scores come from the configured judges and deterministic assertions; judges are models and can err.",
+        "- Cost figures use the prices declared in the spec and exclude judge calls.",
+    ]
+    if summary.get("simulated"):
+        parts = " and ".join(summary.get("simulated_parts") or ["models"])
+        lines.insert(2, f"- **SIMULATED**: this sweep used the simulated provider ({parts}). Its outputs and "
+                        "scores are synthetic and say nothing about any real model.")
+    if not summary.get("complete"):
+        lines.append("- The sweep is not complete: every figure is interim.")
+    lines += [f"- Notice: {n}" for n in notices]
+    return "\n".join(lines) + "\n"
+
+
+def _status_text(status: str, missing: list[str], summary: dict[str, Any]) -> str:
+    lines = [f"# Status: {status}", "", f"Sweep {summary['sweep_id']} ({summary['name']}), seal {summary['seal_hash']}."]
+    if summary.get("simulated"):
+        lines += ["", "SIMULATED: outputs in this bundle come from the simulated provider."]
+    if missing:
+        lines += ["", "Missing before this can read published:", *[f"- {m}" for m in missing]]
+    return "\n".join(lines) + "\n"
+
+
+def _plain_summary_md(summary: dict[str, Any]) -> str:
+    """A minimal table when no renderer is given (the CLI passes api.report's)."""
+    lines = [f"# Summary: {summary['name']}", "", "| model | condition | pass/n | pass rate | failures |",
+             "|---|---|---|---|---|"]
+    for r in summary["by_model_condition"]:
+        rate = "-" if r["pass_rate"] is None else f"{r['pass_rate']:.1%}"
+        lines.append(f"| {r['model']} | {r['condition']} | {r['pass']}/{r['n']} | {rate} | {r['failures']} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,185 @@
+"""Schema migrations (Alembic), configured from code so that `pip install .` ships them.
+
+The migration scripts live in workers/migrations/ (package data). Every database, SQLite or PostgreSQL,
+gets its tables from the same revisions, so a schema change is one new file in
+workers/migrations/versions/ and `afpbench db upgrade` on each deployment.
+
+- `upgrade(url)` brings a database to the newest revision (head), one process at a time.
+- `current_revision(url)` / `head_revision()`: where the database is, and where this code is.
+- `check_schema_current(engine)` refuses a database that is behind (or ahead of) the code.
+- `ensure_schema(engine)` is what the engine factory runs once per engine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from functools import lru_cache
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import create_engine, inspect, pool, text
+from sqlalchemy.engine import Connection, Engine
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+VERSION_TABLE = "alembic_version"
+# The revision that creates the tables below; a database holding exactly these tables without a version
+# table was made by create_all before migrations existed, and is adopted by stamping it at this revision.
+INITIAL_REVISION = "0001"
+INITIAL_TABLES = frozenset({"sweep", "cell", "attempt", "judgement", "result", "adjudication", "aggregate"})
+# PostgreSQL advisory lock key (a signed 64-bit number derived from a fixed name).
+_LOCK_KEY = int.from_bytes(hashlib.sha256(b"afpbench.migrate").digest()[:8], "big", signed=True)
+
+
+class SchemaMismatch(RuntimeError):
+    """The database schema and this code disagree; the message says what to do."""
+
+
+class SchemaBehind(SchemaMismatch):
+    """The database is at an older revision than the code needs."""
+
+
+class SchemaAhead(SchemaMismatch):
+    """The database was migrated by a newer afpbench than this one."""
+
+
+def alembic_config(url: str | None = None) -> Config:
+    """An Alembic Config pointing at the packaged scripts; no alembic.ini is read."""
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    cfg.set_main_option("version_table", VERSION_TABLE)
+    if url is not None:
+        # Passed as an attribute, not an ini option: ini interpolation would mangle '%' in passwords.
+        cfg.attributes["url"] = url
+    return cfg
+
+
+@lru_cache(maxsize=1)
+def _script() -> ScriptDirectory:
+    return ScriptDirectory.from_config(alembic_config())
+
+
+def head_revision() -> str:
+    """The revision this code needs (the single head of workers/migrations/versions)."""
+    head = _script().get_current_head()
+    if head is None:  # pragma: no cover - the package always ships 0001
+        raise SchemaMismatch(f"no migration scripts found in {MIGRATIONS_DIR}")
+    return head
+
+
+def known_revisions() -> set[str]:
+    return {rev.revision for rev in _script().walk_revisions()}
+
+
+def _engine_for(url: str | Engine | None) -> tuple[Engine, bool]:
+    """(engine, whether we made it and must dispose it)."""
+    if isinstance(url, Engine):
+        return url, False
+    if url is None:
+        from workers.settings import get_settings
+
+        url = get_settings().database_url
+    return create_engine(url, poolclass=pool.NullPool), True
+
+
+def _revision_of(connection: Connection) -> str | None:
+    context = MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE})
+    return context.get_current_revision()
+
+
+def current_revision(url: str | Engine | None = None) -> str | None:
+    """The revision the database is stamped at; None for a database never migrated."""
+    engine, owned = _engine_for(url)
+    try:
+        with engine.connect() as connection:
+            return _revision_of(connection)
+    finally:
+        if owned:
+            engine.dispose()
+
+
+def _lock(connection: Connection) -> None:
+    """Serialize migrations: the first process migrates, the others wait and then find head."""
+    if connection.dialect.name == "postgresql":
+        connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _LOCK_KEY})
+    elif connection.dialect.name == "sqlite":
+        # A write lock held for the whole upgrade, which also makes the DDL one atomic transaction
+        # (pysqlite would otherwise run each DDL statement on its own).
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _afp_tables(connection: Connection) -> set[str]:
+    return set(inspect(connection).get_table_names()) & INITIAL_TABLES
+
+
+def _adopt_unversioned(connection: Connection) -> None:
+    """Stamp a pre-migration database (all initial tables, no version) so upgrade continues from there."""
+    if _revision_of(connection) is not None:
+        return
+    present = _afp_tables(connection)
+    if not present:
+        return
+    if present != INITIAL_TABLES:
+        raise SchemaMismatch(
+            f"database has afpbench tables ({', '.join(sorted(present))}) but neither all of them nor a "
+            f"migration history ({VERSION_TABLE}); restore it from a backup or start a new database"
+        )
+    cfg = alembic_config()
+    cfg.attributes["connection"] = connection
+    command.stamp(cfg, INITIAL_REVISION)
+
+
+def upgrade(url: str | Engine | None = None, revision: str = "head") -> str:
+    """Migrate the database (default: AFP_DATABASE_URL) to `revision`; returns the revision reached."""
+    engine, owned = _engine_for(url)
+    try:
+        with engine.begin() as connection:
+            _lock(connection)
+            _adopt_unversioned(connection)
+            cfg = alembic_config()
+            cfg.attributes["connection"] = connection
+            command.upgrade(cfg, revision)
+            reached = _revision_of(connection)
+        return reached or "base"
+    finally:
+        if owned:
+            engine.dispose()
+
+
+def check_schema_current(engine: Engine) -> None:
+    """Raise SchemaBehind / SchemaAhead unless the database is at exactly the revision this code needs."""
+    current = current_revision(engine)
+    head = head_revision()
+    if current == head:
+        return
+    if current is None or current in known_revisions():
+        shown = current or "base (never migrated)"
+        raise SchemaBehind(f"database schema is at {shown}, code needs {head}: run `afpbench db upgrade`")
+    raise SchemaAhead(
+        f"database schema is at {current}, which this afpbench does not know (it needs {head}): "
+        "the database was upgraded by a newer afpbench; install that version here"
+    )
+
+
+def ensure_schema(engine: Engine) -> None:
+    """Run once per engine by workers/db.py.
+
+    SQLite (embedded, one machine, zero configuration) is upgraded in place. A database with no afpbench
+    tables and no history (a fresh PostgreSQL) is created through the migrations. Anything else must
+    already be at head: a shared PostgreSQL is upgraded deliberately, by `afpbench db upgrade`, before
+    new code runs against it.
+    """
+    current = current_revision(engine)
+    if current == head_revision():
+        return
+    if engine.dialect.name == "sqlite" or (current is None and not _has_afp_tables(engine)):
+        upgrade(engine)
+    check_schema_current(engine)
+
+
+def _has_afp_tables(engine: Engine) -> bool:
+    """Whether the database holds any afpbench table (False: a fresh database)."""
+    with engine.connect() as connection:
+        return bool(_afp_tables(connection))
