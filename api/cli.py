@@ -16,7 +16,7 @@ from contextlib import ExitStack
 import typer
 from rich.console import Console
 
-from api import cli_fixtures, cli_results, cli_scoring
+from api import cli_db, cli_fixtures, cli_report, cli_results, cli_scoring, cli_serve
 from api.display import progress_bar, summary_json, summary_table
 
 app = typer.Typer(
@@ -25,6 +25,9 @@ app = typer.Typer(
 app.add_typer(cli_fixtures.app, name="fixtures")
 cli_results.register(app)
 cli_scoring.register(app)
+cli_report.register(app)
+cli_serve.register(app)
+cli_db.register(app)
 console = Console(stderr=True)
 
 

@@ -6,7 +6,6 @@ as a one-shot job); it is safe to run from many places at once and does nothing 
 
 from __future__ import annotations
 
-
 import typer
 
 db_app = typer.Typer(no_args_is_help=True, help="Database schema: migrate to the code's revision, show it.")

@@ -92,7 +92,8 @@ def _sections(summary: dict) -> list[tuple[str, list[str], list[list[str]], str]
          ["fixture", "condition", "pass/n", "pass rate", "95% CI (exact)", *EXCLUDED, "unfinished"], fixture_rows, ""),
         ("Comparisons (paired, same model, fixture and repeat)", ["model", "comparison", "status", "reading"],
          comparisons, "exact McNemar test on discordant pairs; difference with Newcombe's paired interval"),
-        ("Mean rubric score by condition (scored cells)", ["condition", *DIMENSIONS, "n"], dims, "each dimension 0-2, total 0-8"),
+        ("Mean rubric score by condition (scored cells)", ["condition", *DIMENSIONS, "n"], dims,
+         "each dimension 0-2, total 0-8"),
         ("Fatal failures by criterion", ["condition", "criterion", "count"], fatal_rows, ""),
         ("Mean output tokens of the scored answer", ["condition", "mean output tokens", "n"], tokens,
          "shows whether a condition only adds length"),
@@ -101,10 +102,18 @@ def _sections(summary: dict) -> list[tuple[str, list[str], list[list[str]], str]
     ]
 
 
+def _interim(s: dict) -> bool:
+    return bool(s.get("interim")) or not s["complete"]
+
+
 def _headline(s: dict) -> list[str]:
-    state = "complete" if s["complete"] else "INTERIM (sweep not complete)"
+    state = "INTERIM (sweep not complete)" if _interim(s) else "final"
     lines = [f"sweep {s['sweep_id']} | status {s['status']} | {state} | cells {s['cells']} "
              f"(unfinished {s['unfinished']}) | seal {s['seal_hash']} | computed {s['computed_at']}"]
+    rule = s.get("pass_rule") or {}
+    if rule:
+        lines.append(f"pass rule (sealed): no fatal criterion, every dimension >= {rule.get('min_dimension')}, "
+                     f"total >= {rule.get('min_total')}")
     if s["simulated"]:
         lines.insert(0, f"SIMULATED: this sweep used the simulated provider ({', '.join(s['simulated_parts'])}); "
                         "its numbers say nothing about any real model.")
@@ -168,7 +177,7 @@ def _html(s: dict) -> str:
     parts = [f"<h1>afpbench report: {escape(s['name'])}</h1>"]
     if s["simulated"]:
         parts.append('<div class="banner sim" id="simulated-banner">SIMULATED</div>')
-    if not s["complete"]:
+    if _interim(s):
         parts.append('<div class="banner interim">INTERIM: the sweep is not complete</div>')
     parts += [f'<p class="muted">{escape(line)}</p>' for line in _headline(s)]
     for caption, svg in _plots(s):

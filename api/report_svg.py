@@ -32,16 +32,18 @@ def _text(x: float, y: float, text: str, anchor: str = "start", extra: str = "")
 
 def pass_rate_whiskers(items: list[tuple[str, float | None, list[float] | None, int]], title: str) -> str:
     """One bar per (label, pass rate, [low, high], n), with the exact 95% interval as a whisker."""
-    bar_w, gap, left, top, plot_h = 34, 14, 44, 24, 220
-    width = left + max(1, len(items)) * (bar_w + gap) + 20
-    height = top + plot_h + 70
+    bar_w, left, top, plot_h = 34, 44, 24, 220
+    # Each slot is wide enough for its label (about 7 px per character at 12 px).
+    slot = max([bar_w + 14, *[7 * len(label) + 10 for label, *_ in items]])
+    width = left + max(1, len(items)) * slot + 20
+    height = top + plot_h + 50
     body = []
     for tick in (0, 0.25, 0.5, 0.75, 1.0):
         y = top + plot_h * (1 - tick)
         body.append(f'<line x1="{left}" x2="{width - 10}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ddd"/>')
         body.append(_text(left - 6, y + 4, f"{tick:.0%}", "end"))
     for i, (label, rate, ci, n) in enumerate(items):
-        x = left + gap / 2 + i * (bar_w + gap)
+        x = left + (slot - bar_w) / 2 + i * slot
         cx = x + bar_w / 2
         if rate is None:
             body.append(_text(cx, top + plot_h - 4, "n=0", "middle", 'fill="#777"'))

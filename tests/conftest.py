@@ -15,7 +15,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 PG_ADMIN_URL = os.environ.get("AFP_TEST_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres")
 REDIS_URL = os.environ.get("AFP_TEST_REDIS", "redis://127.0.0.1:6379")
-REDIS_TEST_DB = int(os.environ.get("AFP_TEST_REDIS_DB", "9"))
+# One Redis database per test process (1-15), so concurrent test runs on one machine never share queues.
+REDIS_TEST_DB = int(os.environ.get("AFP_TEST_REDIS_DB", str(1 + os.getpid() % 15)))
 
 
 def need(service: str, reason: str) -> None:

@@ -13,9 +13,10 @@ come from scoring.statistics; the readings follow the protocol:
 from __future__ import annotations
 
 from collections import defaultdict
+from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import and_, func
+from sqlalchemy import case, exists, func
 from sqlalchemy.orm import aliased
 from sqlmodel import Session, select
 
@@ -95,14 +96,17 @@ def _compute(session: Session, sweep: Sweep, interim: bool | None) -> dict[str, 
     spec = parse_spec(sweep.spec, f"sweep {sweep.id} spec")
     models = {m.model_hash: m for m in spec.models}
     states = _state_rows(session, sweep.id)
-    labels = {r[0]: r[1] for r in states}
-    unfinished = sum(r[-1] for r in states if r[6] != Phase.done)
+    # Cells carry the display label their model had at creation; the spec gives it without a scan.
+    labels = {h: m.display for h, m in models.items()} | {r[0]: r[0] for r in states if r[0] not in models}
+    unfinished = sum(r[-1] for r in states if _state_of(r) == UNFINISHED)
     complete = unfinished == 0 and sweep.status == SweepStatus.complete
-    conditions = sorted({r[2] for r in states})
-    by_model_condition = _group_blocks(states, lambda r: (r[0], r[2]))
-    by_fixture_condition = _group_blocks(states, lambda r: (r[3], r[4], r[2]))
+    conditions = sorted({r[1] for r in states})
+    by_model_condition = _group_blocks(states, lambda r: (labels[r[0]], r[0], r[1]))  # ordered by label
+    by_fixture_condition = _group_blocks(states, lambda r: (r[2], r[3], r[1]))
     high_risk = _high_risk_readiness(states, labels)
-    simulated_parts = [p for p, ms in (("models", spec.models), ("judges", spec.judges)) if any(m.simulated for m in ms)]
+    simulated_parts = [p for p, ms in (("models", spec.models), ("judges", spec.judges))
+                       if any(m.simulated for m in ms)]
+    dims, tokens, fatal = _scores_tokens_fatal(_scored_groups(session, sweep.id), labels)
     return {
         "sweep_id": sweep.id,
         "name": sweep.name,
@@ -113,7 +117,7 @@ def _compute(session: Session, sweep: Sweep, interim: bool | None) -> dict[str, 
         "simulated_parts": simulated_parts,
         "seal_hash": sweep.seal_hash,
         "afpbench_version": sweep.afpbench_version,
-        "computed_at": utcnow().isoformat(timespec="seconds") + "Z",
+        "computed_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "pass_rule": sweep.spec.get("pass_rule"),
         "notices": list(sweep.notices or []),
         "conditions": conditions,
@@ -122,15 +126,15 @@ def _compute(session: Session, sweep: Sweep, interim: bool | None) -> dict[str, 
         "cells": sum(r[-1] for r in states),
         "unfinished": unfinished,
         "totals": _rate_block(_tally(states)),
-        "by_condition": [{"condition": c, **b} for (c,), b in _group_blocks(states, lambda r: (r[2],)).items()],
+        "by_condition": [{"condition": c, **b} for (c,), b in _group_blocks(states, lambda r: (r[1],)).items()],
         "by_model_condition": [{"model_hash": h, "model": labels[h], "condition": c, **b}
-                               for (h, c), b in by_model_condition.items()],
+                               for (_, h, c), b in by_model_condition.items()],
         "by_fixture_condition": [{"fixture_id": f, "fixture_version": v, "condition": c,
                                   "high_risk": (f, v) in high_risk["fixture_keys"], **b}
                                  for (f, v, c), b in by_fixture_condition.items()],
-        "dimensions": _dimension_means(session, sweep.id, labels),
-        "fatal_by_criterion": _fatal_counts(session, sweep.id, labels),
-        "output_tokens": _output_tokens(session, sweep.id, labels),
+        "dimensions": dims,
+        "fatal_by_criterion": fatal,
+        "output_tokens": tokens,
         "cost": _cost(session, sweep.id, models, labels),
         "high_risk": {k: v for k, v in high_risk.items() if k != "fixture_keys"},
         "comparisons": _comparisons(session, sweep.id, conditions, labels, high_risk["ready"]),
@@ -138,15 +142,15 @@ def _compute(session: Session, sweep: Sweep, interim: bool | None) -> dict[str, 
 
 
 def _state_rows(session: Session, sweep_id: str) -> list[tuple]:
-    """(model_hash, model_label, condition, fixture_id, fixture_version, high_risk, phase, state, count)."""
-    cols = (Cell.model_hash, Cell.model_label, Cell.condition, Cell.fixture_id, Cell.fixture_version,
-            Cell.high_risk, Cell.phase, Cell.state)
+    """(model_hash, condition, fixture_id, fixture_version, high_risk, phase, state, count)."""
+    cols = (Cell.model_hash, Cell.condition, Cell.fixture_id, Cell.fixture_version, Cell.high_risk,
+            Cell.phase, Cell.state)
     q = select(*cols, func.count()).where(Cell.sweep_id == sweep_id).group_by(*cols)
     return [tuple(r) for r in session.execute(q).all()]
 
 
 def _state_of(row: tuple) -> str:
-    return row[7] if row[6] == Phase.done and row[7] else UNFINISHED
+    return row[6] if row[5] == Phase.done and row[6] else UNFINISHED
 
 
 def _tally(rows) -> dict[str, int]:
@@ -184,8 +188,8 @@ def _high_risk_readiness(rows: list[tuple], labels: dict[str, str]) -> dict[str,
     """Finished (terminal) repeats per model x high-risk fixture x condition against the minimum."""
     finished: dict[tuple, int] = defaultdict(int)
     for row in rows:
-        if row[5]:
-            finished[(row[0], row[3], row[4], row[2])] += row[-1] if row[6] == Phase.done and row[7] else 0
+        if row[4]:
+            finished[(row[0], row[2], row[3], row[1])] += row[-1] if _state_of(row) != UNFINISHED else 0
     lacking = [{"model": labels[h], "fixture": f"{f}@{v}", "condition": c, "finished_repeats": n}
                for (h, f, v, c), n in sorted(finished.items()) if n < HIGH_RISK_MIN_REPEATS]
     return {
@@ -201,83 +205,66 @@ def _high_risk_readiness(rows: list[tuple], labels: dict[str, str]) -> dict[str,
 # ---------------------------------------------------------------- scores, fatal criteria, tokens, cost
 
 
-def latest_results(sweep_id: str):
-    """Subquery: (cell_id, run) of the latest scoring run of each cell of the sweep."""
-    return (select(Result.cell_id, func.max(Result.scoring_run).label("run"))
-            .where(Result.sweep_id == sweep_id).group_by(Result.cell_id).subquery())
+def is_latest_result():
+    """Condition: this Result row is its cell's latest scoring run. An anti-join on the (cell_id,
+    scoring_run) unique index, so every plan is an index lookup per row, even before the planner
+    has statistics (a grouped max() subquery joined back can go quadratic on a fresh PostgreSQL)."""
+    newer = aliased(Result)
+    return ~exists().where(newer.cell_id == Result.cell_id, newer.scoring_run > Result.scoring_run)
 
 
-def _scored_cells_with_result(sweep_id: str, *cols):
-    latest = latest_results(sweep_id)
-    return (select(*cols)
-            .select_from(Cell)
-            .join(latest, latest.c.cell_id == Cell.id)
-            .join(Result, and_(Result.cell_id == latest.c.cell_id, Result.scoring_run == latest.c.run))
-            .where(Cell.sweep_id == sweep_id, Cell.phase == Phase.done, Cell.state.in_(SCORED)))
-
-
-def _dimension_means(session: Session, sweep_id: str, labels: dict[str, str]) -> dict[str, list]:
-    """Mean score per dimension (and total) per condition and per model x condition, scored cells only."""
+def _scored_groups(session: Session, sweep_id: str) -> list[tuple]:
+    """Scored cells joined to their latest result and the attempt it judged (else the latest attempt),
+    grouped by (model_hash, condition, state, fatal_criterion): count, dimension sums and counts,
+    output-token sum and count."""
+    newest = aliased(Attempt)
+    judged = func.coalesce(Result.details["attempt_id"].as_integer(),
+                           select(func.max(newest.id)).where(newest.cell_id == Cell.id).scalar_subquery())
     fields = [getattr(Result, d) for d in DIMENSIONS] + [Result.total]
-    aggs = [x for col in fields for x in (func.sum(col), func.count(col))]
-    q = _scored_cells_with_result(sweep_id, Cell.model_hash, Cell.condition, *aggs)
-    rows = session.execute(q.group_by(Cell.model_hash, Cell.condition)).all()
+    keys = (Cell.model_hash, Cell.condition, Cell.state, Result.fatal_criterion)
+    q = (select(*keys, func.count(), *[x for col in fields for x in (func.sum(col), func.count(col))],
+                func.sum(Attempt.output_tokens), func.count(Attempt.output_tokens))
+         .select_from(Cell)
+         .join(Result, Result.cell_id == Cell.id)
+         .outerjoin(Attempt, Attempt.id == judged)
+         .where(Cell.sweep_id == sweep_id, Cell.phase == Phase.done, Cell.state.in_(SCORED), is_latest_result())
+         .group_by(*keys))
+    return [tuple(int(v or 0) if i >= 4 else v for i, v in enumerate(r)) for r in session.execute(q).all()]
+
+
+def _scores_tokens_fatal(groups: list[tuple], labels: dict[str, str]) -> tuple[dict, dict, dict]:
+    """Mean score per dimension (and total), mean output tokens, fatal failures by criterion:
+    per condition, and per model x condition."""
     names = [*DIMENSIONS, "total"]
-
-    def means(sums: list) -> dict[str, Any]:
-        out: dict[str, Any] = {n: (sums[2 * i] / sums[2 * i + 1] if sums[2 * i + 1] else None)
-                               for i, n in enumerate(names)}
-        out["n_scored"] = sums[-1]
-        return out
-
-    pooled: dict[str, list] = defaultdict(lambda: [0] * (2 * len(names)))
-    per_model = []
-    for h, c, *vals in rows:
-        vals = [int(v or 0) for v in vals]
-        per_model.append({"model": labels.get(h, h), "condition": c, **means(vals)})
-        pooled[c] = [a + b for a, b in zip(pooled[c], vals, strict=True)]
-    return {"by_condition": [{"condition": c, **means(pooled[c])} for c in sorted(pooled)],
-            "by_model_condition": per_model}
-
-
-def _fatal_counts(session: Session, sweep_id: str, labels: dict[str, str]) -> dict[str, Any]:
-    """MODEL_FAIL cells by fatal criterion per condition; fails without a fatal did not meet the pass rule."""
-    q = _scored_cells_with_result(sweep_id, Cell.condition, Result.fatal_criterion, func.count())
-    q = q.where(Cell.state == FAIL).group_by(Cell.condition, Result.fatal_criterion)
-    by_condition: dict[str, dict[str, int]] = {}
+    width = 2 * len(names) + 2  # dimension (sum, count) pairs, then output tokens (sum, count)
+    per_model: dict[tuple, list[int]] = defaultdict(lambda: [0] * width)
+    fatal: dict[str, dict[str, int]] = defaultdict(dict)
     below_rule: dict[str, int] = defaultdict(int)
-    for c, criterion, n in session.execute(q).all():
-        by_condition.setdefault(c, {})
-        if criterion:
-            by_condition[c][criterion] = by_condition[c].get(criterion, 0) + n
-        else:
+    for h, c, state, criterion, n, *vals in groups:
+        per_model[(h, c)] = [a + b for a, b in zip(per_model[(h, c)], vals, strict=True)]
+        if state == FAIL and criterion:
+            fatal[c][criterion] = fatal[c].get(criterion, 0) + n
+        elif state == FAIL:
             below_rule[c] += n
-    return {"by_condition": {c: dict(sorted(v.items())) for c, v in sorted(by_condition.items())},
-            "fail_without_fatal": dict(sorted(below_rule.items()))}
+    pooled: dict[str, list[int]] = defaultdict(lambda: [0] * width)
+    for (_, c), vals in per_model.items():
+        pooled[c] = [a + b for a, b in zip(pooled[c], vals, strict=True)]
 
+    def means(v: list[int]) -> dict[str, Any]:
+        out: dict[str, Any] = {n: v[2 * i] / v[2 * i + 1] if v[2 * i + 1] else None for i, n in enumerate(names)}
+        return {**out, "n_scored": v[2 * len(names) - 1]}
 
-def _output_tokens(session: Session, sweep_id: str, labels: dict[str, str]) -> dict[str, list]:
-    """Mean output tokens of the scored answer (the attempt the latest result names, else the latest)."""
-    last = (select(Attempt.cell_id, func.max(Attempt.id).label("aid"))
-            .join(Cell, Cell.id == Attempt.cell_id).where(Cell.sweep_id == sweep_id)
-            .group_by(Attempt.cell_id).subquery())
-    scored_attempt = func.coalesce(Result.details["attempt_id"].as_integer(), last.c.aid)
-    q = (_scored_cells_with_result(sweep_id, Cell.model_hash, Cell.condition,
-                                   func.sum(Attempt.output_tokens), func.count(Attempt.output_tokens))
-         .outerjoin(last, last.c.cell_id == Cell.id)
-         .join(Attempt, Attempt.id == scored_attempt)
-         .group_by(Cell.model_hash, Cell.condition))
-    pooled: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    per_model = []
-    for h, c, total, n in session.execute(q).all():
-        total = int(total or 0)
-        per_model.append({"model": labels.get(h, h), "condition": c, "mean_output_tokens": total / n if n else None,
-                          "n": n})
-        pooled[c][0] += total
-        pooled[c][1] += n
-    return {"by_condition": [{"condition": c, "mean_output_tokens": t / n if n else None, "n": n}
-                             for c, (t, n) in sorted(pooled.items())],
-            "by_model_condition": per_model}
+    def tokens(v: list[int]) -> dict[str, Any]:
+        return {"mean_output_tokens": v[-2] / v[-1] if v[-1] else None, "n": v[-1]}
+
+    ordered = sorted(per_model.items(), key=lambda kv: (labels.get(kv[0][0], kv[0][0]), kv[0][1]))
+    dims = {"by_condition": [{"condition": c, **means(v)} for c, v in sorted(pooled.items())],
+            "by_model_condition": [{"model": labels.get(h, h), "condition": c, **means(v)} for (h, c), v in ordered]}
+    toks = {"by_condition": [{"condition": c, **tokens(v)} for c, v in sorted(pooled.items())],
+            "by_model_condition": [{"model": labels.get(h, h), "condition": c, **tokens(v)} for (h, c), v in ordered]}
+    fatal_out = {"by_condition": {c: dict(sorted(v.items())) for c, v in sorted(fatal.items())},
+                 "fail_without_fatal": dict(sorted(below_rule.items()))}
+    return dims, toks, fatal_out
 
 
 def token_cost(provider: str, prices: dict[str, float], tokens: dict[str, int]) -> float:
@@ -313,19 +300,26 @@ def _cost(session: Session, sweep_id: str, models: dict[str, ModelSpec], labels:
 # ---------------------------------------------------------------- paired comparisons
 
 
-def _pair_tables(session: Session, sweep_id: str, first: str, second: str) -> dict[str, dict[tuple, int]]:
-    """Per model: counts of (first state, second state) over cells matched on fixture and repeat."""
-    a, b = aliased(Cell), aliased(Cell)
-    q = (select(a.model_hash, a.state, b.state, func.count())
-         .join(b, and_(b.sweep_id == a.sweep_id, b.model_hash == a.model_hash, b.condition == second,
-                       b.fixture_id == a.fixture_id, b.fixture_version == a.fixture_version,
-                       b.repeat == a.repeat))
-         .where(a.sweep_id == sweep_id, a.condition == first, a.phase == Phase.done, b.phase == Phase.done,
-                a.state.in_(SCORED), b.state.in_(SCORED))
-         .group_by(a.model_hash, a.state, b.state))
-    tables: dict[str, dict[tuple, int]] = defaultdict(dict)
-    for h, s1, s2, n in session.execute(q).all():
-        tables[h][(s1 == PASS, s2 == PASS)] = n
+def _pair_units(session: Session, sweep_id: str, conditions: list[str]) -> list[tuple]:
+    """Matched units (model, fixture, version, repeat) with each condition's scored state, counted by
+    (model_hash, state under each condition). One GROUP BY over the cell table, no self-join: the
+    plan cannot turn quadratic, whatever the planner's statistics."""
+    per_condition = [func.max(case((Cell.condition == c, Cell.state))).label(f"s_{c}") for c in conditions]
+    units = (select(Cell.model_hash, *per_condition)
+             .where(Cell.sweep_id == sweep_id, Cell.phase == Phase.done, Cell.state.in_(SCORED))
+             .group_by(Cell.model_hash, Cell.fixture_id, Cell.fixture_version, Cell.repeat)
+             .subquery())
+    cols = [units.c.model_hash, *[units.c[f"s_{c}"] for c in conditions]]
+    return [tuple(r) for r in session.execute(select(*cols, func.count()).group_by(*cols)).all()]
+
+
+def _pair_tables(units: list[tuple], conditions: list[str], first: str, second: str) -> dict[str, dict]:
+    """Per model: counts of (first passed, second passed) over units scored under both conditions."""
+    i, j = 1 + conditions.index(first), 1 + conditions.index(second)
+    tables: dict[str, dict[tuple, int]] = defaultdict(lambda: defaultdict(int))
+    for row in units:
+        if row[i] is not None and row[j] is not None:
+            tables[row[0]][(row[i] == PASS, row[j] == PASS)] += row[-1]
     return tables
 
 
@@ -349,11 +343,12 @@ def compare(first: str, second: str, table: dict[tuple[bool, bool], int]) -> dic
 def _comparisons(session: Session, sweep_id: str, conditions: list[str], labels: dict[str, str],
                  ready: bool) -> list[dict[str, Any]]:
     out = []
+    units = _pair_units(session, sweep_id, conditions) if ready else []
     for first, second in COMPARISONS:
         if first not in conditions or second not in conditions:
             continue
-        tables = {} if not ready else _pair_tables(session, sweep_id, first, second)
-        for h in sorted(labels):
+        tables = _pair_tables(units, conditions, first, second)
+        for h in sorted(labels, key=lambda k: (labels[k], k)):
             head = {"model": labels[h], "model_hash": h, "comparison": f"{first} vs {second}",
                     "first": first, "second": second}
             if not ready:

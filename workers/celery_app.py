@@ -20,7 +20,14 @@ def make_app() -> Celery:
     settings = get_settings()
     app = Celery("afpbench", broker=settings.broker_url, include=["workers.tasks"])
     exchange = Exchange("afpbench", type="direct")
-    transport_options = {"visibility_timeout": settings.visibility_timeout_s}
+    transport_options = {
+        "visibility_timeout": settings.visibility_timeout_s,
+        # Reliability fix: kombu scans for unacked messages of dead workers only every interval x throttle
+        # (10 x 10 = 100 s by default), whatever the visibility timeout. Scan every tenth of the timeout
+        # (1-10 s) so a killed worker's messages come back soon after the timeout, not minutes later.
+        "unacked_restore_interval": max(1, min(10, settings.visibility_timeout_s // 10)),
+        "unacked_restore_throttle": 1,
+    }
     if settings.embedded:
         transport_options["polling_interval"] = 0.01
     app.conf.update(
@@ -44,7 +51,8 @@ def make_app() -> Celery:
         task_serializer="json",
         accept_content=["json"],
         beat_schedule={
-            "reconcile": {"task": "afpbench.reconcile", "schedule": 60.0, "options": {"queue": "control"}},
+            "reconcile": {"task": "afpbench.reconcile", "schedule": settings.reconcile_interval_s,
+                          "options": {"queue": "control"}},
         },
     )
     return app

@@ -11,7 +11,7 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from sqlalchemy import func, update
+from sqlalchemy import func
 from sqlmodel import Session, select
 
 from scoring.render import render
@@ -133,20 +133,6 @@ def create_sweep(session: Session, spec: SweepSpec, inputs: SweepInputs | None =
 
 def queue_for(provider_family: str) -> str:
     return f"exec.{provider_family}"
-
-
-def releasable(session: Session, sweep_id: str, limit: int | None = None) -> list[Cell]:
-    q = select(Cell).where(Cell.sweep_id == sweep_id, Cell.phase == Phase.pending).order_by(Cell.id)
-    if limit:
-        q = q.limit(limit)
-    return list(session.exec(q))
-
-
-def mark_queued(session: Session, cell_ids: list[int]) -> None:
-    if cell_ids:
-        session.execute(
-            update(Cell).where(Cell.id.in_(cell_ids)).values(phase=Phase.queued, updated_at=utcnow())
-        )
 
 
 def counts_by_phase_and_state(session: Session, sweep_id: str) -> dict[str, dict[str, int]]:

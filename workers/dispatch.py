@@ -1,20 +1,37 @@
 """Release cells to the queues: pending -> queued, one message per cell carrying only its id.
 
-Release is windowed per model so queues stay short (a countdown never nears the visibility timeout)
-and a big sweep does not flood the broker; the CLI's wait loop and the reconciler top the window up.
+Release is windowed per model at the rate its pool allows (about ten seconds of work, plus the burst
+and the in-flight cap), so queues stay short, a retry's countdown never nears the visibility timeout,
+and a big sweep does not flood the broker. The CLI's wait loop, each finished execution and the
+reconciler top the window up. The pending -> queued update is conditional, so two releasers racing
+never send the same cell twice.
 """
 
 from __future__ import annotations
 
-from sqlalchemy import func
+import math
+import threading
+import time
+
+from sqlalchemy import func, update
 from sqlmodel import select
 
-from workers.coordinator import mark_queued, queue_for
+from workers.coordinator import queue_for
 from workers.db import session_scope
-from workers.models import Cell, Phase, Sweep, SweepStatus
-from workers.spec import PROVIDER_FAMILIES
+from workers.inputs import inputs_for
+from workers.models import Cell, Phase, Sweep, SweepStatus, utcnow
+from workers.spec import PROVIDER_FAMILIES, ModelSpec
 
-DEFAULT_WINDOW = 1000
+DEFAULT_WINDOW = 1000  # models without a declared request rate
+WINDOW_SECONDS = 10.0
+
+
+def window_for(model: ModelSpec) -> int:
+    limits = model.limits
+    if not limits.requests_per_min:
+        return DEFAULT_WINDOW
+    paced = math.ceil(limits.requests_per_min / 60.0 * WINDOW_SECONDS)
+    return max(1, paced + limits.burst + (limits.max_in_flight or 0))
 
 
 def _send(cells: list[tuple[int, str]]) -> None:
@@ -24,11 +41,12 @@ def _send(cells: list[tuple[int, str]]) -> None:
         execute.apply_async(args=[cell_id], queue=queue_for(PROVIDER_FAMILIES[provider]))
 
 
-def release(sweep_id: str, window: int = DEFAULT_WINDOW) -> int:
-    """Queue pending cells so that at most `window` cells per model are in flight; returns how many."""
+def release(sweep_id: str) -> int:
+    """Queue pending cells up to each model's window; returns how many were sent."""
+    chosen: list[tuple[int, str]] = []
     with session_scope() as session:
-        sweep = session.get(Sweep, sweep_id)
-        if sweep is None or sweep.status == SweepStatus.cancelled:
+        status = session.exec(select(Sweep.status).where(Sweep.id == sweep_id)).first()
+        if status is None or status == SweepStatus.cancelled:
             return 0
         busy = dict(
             session.execute(
@@ -37,23 +55,49 @@ def release(sweep_id: str, window: int = DEFAULT_WINDOW) -> int:
                 .group_by(Cell.model_hash)
             ).all()
         )
-        pending = session.execute(
-            select(Cell.id, Cell.provider, Cell.model_hash)
-            .where(Cell.sweep_id == sweep_id, Cell.phase == Phase.pending)
-            .order_by(Cell.id)
-        ).all()
-        chosen: list[tuple[int, str]] = []
-        room = {h: window - n for h, n in busy.items()}
-        for cell_id, provider, model_hash in pending:
-            left = room.get(model_hash, window)
-            if left <= 0:
+        for model in inputs_for(session, sweep_id).spec.models:
+            room = window_for(model) - busy.get(model.model_hash, 0)
+            if room <= 0:
                 continue
-            room[model_hash] = left - 1
-            chosen.append((cell_id, provider))
-        mark_queued(session, [c for c, _ in chosen])
+            ids = list(
+                session.exec(
+                    select(Cell.id)
+                    .where(
+                        Cell.sweep_id == sweep_id,
+                        Cell.model_hash == model.model_hash,
+                        Cell.phase == Phase.pending,
+                    )
+                    .order_by(Cell.id)
+                    .limit(room)
+                )
+            )
+            if not ids:
+                continue
+            moved = session.execute(
+                update(Cell)
+                .where(Cell.id.in_(ids), Cell.phase == Phase.pending)
+                .values(phase=Phase.queued, updated_at=utcnow())
+                .returning(Cell.id)
+            ).all()
+            chosen += [(row[0], model.provider) for row in moved]
     # Sent after the commit: a worker that receives the id finds the row queued.
     _send(chosen)
     return len(chosen)
+
+
+_last_top_up: dict[str, float] = {}
+_top_up_lock = threading.Lock()
+
+
+def top_up(sweep_id: str, every_s: float = 1.0) -> int:
+    """Release more cells as executions finish, at most once a second per process per sweep (the
+    release query groups over the sweep's cells, so it must stay off the per-task hot path)."""
+    now = time.monotonic()
+    with _top_up_lock:
+        if now - _last_top_up.get(sweep_id, 0.0) < every_s:
+            return 0
+        _last_top_up[sweep_id] = now
+    return release(sweep_id)
 
 
 def resend(cells: list[tuple[int, str, str]]) -> int:

@@ -20,8 +20,9 @@ from scoring.calculator import CalculatorError, evaluate
 from scoring.render import render
 from scoring.states import ResultState
 from workers.db import session_scope
+from workers.dispatch import top_up
 from workers.endpoints import endpoint_for
-from workers.inputs import inputs_for_sweep
+from workers.inputs import SweepInputs, inputs_for
 from workers.limiter import get_limiter, pool_key
 from workers.models import Attempt, Cell, Phase, Result, Sweep, SweepStatus, utcnow
 from workers.providers.base import AdapterResult, ChatRequest, OutcomeClass, key_for_quiet
@@ -42,6 +43,7 @@ class ScoreNext:
 class RetryLater:
     delay_s: float
     reason: str
+    prepaid: bool = False  # the limiter already reserved this cell's request slot for that moment
 
 
 @dataclass(frozen=True)
@@ -53,15 +55,31 @@ class Finished:
 ExecutionDecision = ScoreNext | RetryLater | Finished
 
 
-def _model_of(sweep: Sweep, cell: Cell) -> ModelSpec:
-    for m in inputs_for_sweep(sweep).spec.models:
+def _model_of(inputs: SweepInputs, cell: Cell) -> ModelSpec:
+    for m in inputs.spec.models:
         if m.model_hash == cell.model_hash:
             return m
-    raise LookupError(f"cell {cell.id}: no model with hash {cell.model_hash} in sweep {sweep.id}")
+    raise LookupError(f"cell {cell.id}: no model with hash {cell.model_hash} in sweep {cell.sweep_id}")
 
 
-def _claim(session: Session, cell_id: int, worker: str, lease_s: float) -> bool:
-    """Atomically move a cell into `executing` under our lease; False if someone else holds it."""
+# Outcomes of an attempt row that has no provider answer recorded (not OutcomeClass values).
+ATTEMPT_STARTED = "started"  # claimed, the call under way (or its worker died: see below)
+ATTEMPT_INTERRUPTED = "interrupted"  # its worker was lost mid-try; a later claim took the cell over
+
+
+@dataclass(frozen=True)
+class _Claimed:
+    attempt_id: int
+    number: int  # the cell's attempt count after this claim: the fence checked when recording
+
+
+def _claim(session: Session, cell_id: int, worker: str, lease_s: float) -> _Claimed | None:
+    """Atomically move a cell into `executing` under our lease; None if someone else holds it.
+
+    Reliability fix: the Attempt row is written with the claim, in the same transaction, so a try whose
+    worker is killed mid-call stays on record (outcome "started", then "interrupted" once the next
+    claim takes over) instead of leaving only a bumped counter.
+    """
     now = utcnow()
     result = session.execute(
         update(Cell)
@@ -80,7 +98,19 @@ def _claim(session: Session, cell_id: int, worker: str, lease_s: float) -> bool:
             updated_at=now,
         )
     )
-    return result.rowcount == 1
+    if result.rowcount != 1:
+        return None
+    number = session.execute(select(Cell.attempts).where(Cell.id == cell_id)).scalar_one()
+    session.execute(
+        update(Attempt)
+        .where(Attempt.cell_id == cell_id, Attempt.outcome == ATTEMPT_STARTED)
+        .values(outcome=ATTEMPT_INTERRUPTED, finished_at=now,
+                error=f"worker lost before the attempt finished; attempt {number} took over after its lease")
+    )
+    attempt = Attempt(cell_id=cell_id, number=number, worker=worker, started_at=now, outcome=ATTEMPT_STARTED)
+    session.add(attempt)
+    session.flush()
+    return _Claimed(attempt.id, number)
 
 
 def _estimate_tokens(messages: list[dict], params: dict) -> int:
@@ -124,11 +154,10 @@ def _round_record(result: AdapterResult) -> dict:
 
 
 def _converse(
-    model: ModelSpec, sweep: Sweep, cell: Cell
+    model: ModelSpec, inputs: SweepInputs, cell: Cell
 ) -> tuple[AdapterResult, list[dict], list[dict], dict]:
     """All rounds of one try. Returns the last result, round records, tool-call records, token sums."""
     settings = get_settings()
-    inputs = inputs_for_sweep(sweep)
     fixture = inputs.fixtures[cell.fixture_id]
     prompt = render(cell.condition, fixture, inputs.instructions.text(cell.condition))
     endpoint = endpoint_for(model)
@@ -184,74 +213,86 @@ def _converse(
     return result, rounds, tool_records, tokens
 
 
-def execute_cell(cell_id: int, worker: str, policy: RetryPolicy | None = None) -> ExecutionDecision:
+def execute_cell(
+    cell_id: int, worker: str, policy: RetryPolicy | None = None, prepaid: bool = False
+) -> ExecutionDecision:
     settings = get_settings()
     policy = policy or RetryPolicy(max_attempts=settings.max_attempts)
     with session_scope() as session:
         cell = session.get(Cell, cell_id)
         if cell is None:
             return Finished(None, f"cell {cell_id} does not exist")
-        sweep = session.get(Sweep, cell.sweep_id)
+        status = session.exec(select(Sweep.status).where(Sweep.id == cell.sweep_id)).one()
         if cell.phase in (Phase.awaiting_score, Phase.scoring):
             return ScoreNext(cell_id)  # a redelivery after the attempt was stored: carry on to scoring
         if cell.phase == Phase.done:
             return Finished(cell.state, "already done")
-        if sweep.status == SweepStatus.cancelled:
+        if status == SweepStatus.cancelled:
             return Finished(None, "sweep cancelled")
         if cell.phase == Phase.executing and cell.lease_until and cell.lease_until > utcnow():
             return RetryLater((cell.lease_until - utcnow()).total_seconds() + 1, "held by another worker")
         if cell.not_before and cell.not_before > utcnow():
             return RetryLater((cell.not_before - utcnow()).total_seconds(), "backoff")
-        model = _model_of(sweep, cell)
+        inputs = inputs_for(session, cell.sweep_id)
+        model = _model_of(inputs, cell)
     endpoint = endpoint_for(model)
     pool = pool_key(model.provider, endpoint.base_url, key_for_quiet(endpoint))
     limiter = get_limiter()
-    grant = limiter.acquire(pool, model.limits, _estimate_tokens([], model.params))
+    # Reserve a slot up to a quarter of the visibility timeout ahead, so a countdown never nears it.
+    reserve_s = min(30.0, settings.visibility_timeout_s / 4)
+    grant = limiter.acquire(
+        pool, model.limits, _estimate_tokens([], model.params), reserve_s=reserve_s, prepaid=prepaid
+    )
     if not grant.granted:
-        return RetryLater(grant.wait_s, f"limiter: {grant.reason}")
+        return RetryLater(grant.wait_s, f"limiter: {grant.reason}", prepaid=grant.prepaid)
     with session_scope() as session:
-        claimed = _claim(session, cell_id, worker, settings.task_hard_time_limit_s + 60)
-    if not claimed:
+        # Reliability fix: the lease was hard limit + 60 s. It must outlive the visibility timeout
+        # (AFP_LEASE_EXPIRY_S), or a message redelivered from a slow but live worker steals the cell.
+        claimed = _claim(session, cell_id, worker, settings.lease_expiry_s)
+    if claimed is None:
         limiter.release(pool, grant.lease)
         return RetryLater(5.0, "claimed by another worker")
-    started = utcnow()
     try:
-        result, rounds, tool_records, tokens = _converse(model, sweep, cell)
+        result, rounds, tool_records, tokens = _converse(model, inputs, cell)
     finally:
         limiter.release(pool, grant.lease)
-    return _record(cell_id, worker, started, model, result, rounds, tool_records, tokens, policy)
+    decision = _record(cell_id, claimed, model, result, rounds, tool_records, tokens, policy)
+    top_up(cell.sweep_id)  # a slot in this model's release window just freed
+    return decision
 
 
 def _record(
-    cell_id, worker, started, model, result, rounds, tool_records, tokens, policy
+    cell_id, claimed: _Claimed, model, result, rounds, tool_records, tokens, policy
 ) -> ExecutionDecision:
-    """Store the attempt and move the cell on, in one transaction."""
+    """Fill in the claim's attempt row and move the cell on, in one transaction."""
     with session_scope() as session:
-        cell = session.get(Cell, cell_id)
-        attempt = Attempt(
-            cell_id=cell_id,
-            number=cell.attempts,
-            worker=worker,
-            started_at=started,
-            finished_at=utcnow(),
-            outcome=result.outcome.value,
-            http_status=result.http_status,
-            error=result.error,
-            output_text=result.text,
-            finish_reason=result.finish_reason,
-            tool_calls=tool_records,
-            input_tokens=tokens["input"] or None,
-            output_tokens=tokens["output"] or None,
-            cached_tokens=tokens["cached"] or None,
-            reasoning_tokens=tokens["reasoning"] or None,
-            latency_ms=round(tokens["latency_ms"], 3),
-            served_model=result.served_model,
-            provider_request_id=result.request_id,
-            reasoning_params=result.reasoning_params,
-            rounds=rounds,
-            simulated=model.simulated,
-        )
+        cell = session.get(Cell, cell_id, with_for_update=True)
+        attempt = session.get(Attempt, claimed.attempt_id)
+        attempt.finished_at = utcnow()
+        attempt.outcome = result.outcome.value
+        attempt.http_status = result.http_status
+        attempt.error = result.error
+        attempt.output_text = result.text
+        attempt.finish_reason = result.finish_reason
+        attempt.tool_calls = tool_records
+        attempt.input_tokens = tokens["input"] or None
+        attempt.output_tokens = tokens["output"] or None
+        attempt.cached_tokens = tokens["cached"] or None
+        attempt.reasoning_tokens = tokens["reasoning"] or None
+        attempt.latency_ms = round(tokens["latency_ms"], 3)
+        attempt.served_model = result.served_model
+        attempt.provider_request_id = result.request_id
+        attempt.reasoning_params = result.reasoning_params
+        attempt.rounds = rounds
+        attempt.simulated = model.simulated
         session.add(attempt)
+        if cell.phase != Phase.executing or cell.attempts != claimed.number:
+            # Reliability fix (fence): our lease expired and a later claim took the cell over (or it is
+            # already past execution). Keep this attempt on record, but leave the cell to the current
+            # holder: moving it on from here could give the cell a second result.
+            note = f"superseded by attempt {cell.attempts}"
+            attempt.error = f"{attempt.error}; {note}" if attempt.error else note
+            return Finished(cell.state, f"attempt {claimed.number} superseded")
         verdict: Verdict = policy.decide(result.outcome, cell.attempts, result.retry_after_s)
         cell.lease_owner = None
         cell.lease_until = None

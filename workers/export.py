@@ -26,7 +26,7 @@ from sqlalchemy import and_
 from sqlmodel import Session, select
 
 from reference.loader import protocol
-from workers.aggregation import EXCLUDED, latest_results, snapshot
+from workers.aggregation import EXCLUDED, is_latest_result, snapshot
 from workers.db import session_scope
 from workers.models import Cell, Result, Sweep
 from workers.records import known_secret_values, records_jsonl
@@ -35,11 +35,12 @@ from workers.runs import SweepNotFound
 
 DIMENSIONS = ("task_correctness", "evidence_discipline", "uncertainty_handling", "failure_control")
 PUBLISHED = "published"
+JUDGE_PROMPT_FILE = "judge_prompt.md"  # the grader prompt, once; every run record names it and its hash
 # Which files carry each publication item (all must exist and be non-empty).
 ITEM_FILES = {
     "fixtures": ["fixtures/"],
     "instructions": ["instructions/"],
-    "rubric": ["rubric_and_fatal_criteria.yaml"],
+    "rubric": ["rubric_and_fatal_criteria.yaml", JUDGE_PROMPT_FILE],
     "raw_outputs": ["raw_outputs.jsonl"],
     "scores": ["scores.csv"],
     "excluded": ["excluded.csv"],
@@ -96,8 +97,10 @@ def _write(sweep_id: str, root: Path, renderer: Renderer | None) -> BundleReport
         _write_fixtures(root, inputs.get("fixture_files") or {})
         _write_instructions(root, (inputs.get("instructions") or {}), sweep.seal_components)
         _text(root / "rubric_and_fatal_criteria.yaml", _rubric_yaml(sweep))
+        if inputs.get("judge_prompt"):
+            _text(root / JUDGE_PROMPT_FILE, inputs["judge_prompt"])
         with (root / "raw_outputs.jsonl").open("w", encoding="utf-8") as out:
-            for line in records_jsonl(session, sweep_id):
+            for line in records_jsonl(session, sweep_id, judge_prompt_file=JUDGE_PROMPT_FILE):
                 out.write(line + "\n")
         _text(root / "scores.csv", mask_known(_scores_csv(session, sweep_id), secrets))
         _text(root / "excluded.csv", mask_known(_excluded_csv(session, sweep_id), secrets))
@@ -164,13 +167,11 @@ def _csv(header: list[str], rows) -> str:
 
 
 def _scores_csv(session: Session, sweep_id: str) -> str:
-    latest = latest_results(sweep_id)
     dims = [getattr(Result, d) for d in DIMENSIONS]
     q = (select(Cell.id, Cell.model_label, Cell.condition, Cell.fixture_id, Cell.fixture_version, Cell.repeat,
                 Cell.state, Result.scoring_run, *dims, Result.total, Result.fatal_criterion)
          .select_from(Cell)
-         .outerjoin(latest, latest.c.cell_id == Cell.id)
-         .outerjoin(Result, and_(Result.cell_id == latest.c.cell_id, Result.scoring_run == latest.c.run))
+         .outerjoin(Result, and_(Result.cell_id == Cell.id, is_latest_result()))
          .where(Cell.sweep_id == sweep_id).order_by(Cell.id))
     header = ["cell_id", "model", "condition", "fixture_id", "fixture_version", "repeat", "state", "scoring_run",
               *DIMENSIONS, "total", "fatal_criterion"]
@@ -244,7 +245,8 @@ def limitations_text(summary: dict[str, Any], notices: list[str]) -> str:
 
 
 def _status_text(status: str, missing: list[str], summary: dict[str, Any]) -> str:
-    lines = [f"# Status: {status}", "", f"Sweep {summary['sweep_id']} ({summary['name']}), seal {summary['seal_hash']}."]
+    lines = [f"# Status: {status}", "",
+             f"Sweep {summary['sweep_id']} ({summary['name']}), seal {summary['seal_hash']}."]
     if summary.get("simulated"):
         lines += ["", "SIMULATED: outputs in this bundle come from the simulated provider."]
     if missing:

@@ -82,6 +82,43 @@ _cache: dict[str, SweepInputs] = {}
 _cache_lock = threading.Lock()
 
 
+def inputs_for(session, sweep_id: str) -> SweepInputs:
+    """The sweep's inputs by id, from the per-process cache; on a miss only the two JSON columns
+    needed are read (hot paths never load the whole sweep row: its JSON is large)."""
+    with _cache_lock:
+        hit = _cache.get(sweep_id)
+    if hit is not None:
+        return hit
+    from sqlmodel import select
+
+    from workers.models import Sweep
+
+    spec, stored = session.exec(select(Sweep.spec, Sweep.inputs).where(Sweep.id == sweep_id)).one()
+    built = inputs_from_stored(spec, stored)
+    with _cache_lock:
+        _cache[sweep_id] = built
+    return built
+
+
+_validity_cache: dict[str, dict] = {}
+
+
+def validity_for(session, sweep_id: str) -> dict:
+    """The validity-gate reports recorded at creation, by fixture id (cached, immutable)."""
+    with _cache_lock:
+        hit = _validity_cache.get(sweep_id)
+    if hit is not None:
+        return hit
+    from sqlmodel import select
+
+    from workers.models import Sweep
+
+    validity = session.exec(select(Sweep.validity).where(Sweep.id == sweep_id)).one()
+    with _cache_lock:
+        _validity_cache[sweep_id] = validity
+    return validity
+
+
 def inputs_for_sweep(sweep) -> SweepInputs:
     """Per-process cache: a sweep's inputs never change once sealed."""
     with _cache_lock:

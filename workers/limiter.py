@@ -24,14 +24,22 @@ def pool_key(provider: str, base_url: str, api_key: str | None) -> str:
 
 @dataclass(frozen=True)
 class Grant:
+    """granted: go now. Otherwise wait `wait_s`; when `prepaid`, the rate budget for that moment is
+    already reserved (the caller comes back with prepaid=True and only cool-down and the in-flight cap
+    are checked again). Reserving slots in time is what keeps many waiting tasks from stampeding the
+    bucket each time a token refills."""
+
     granted: bool
     wait_s: float = 0.0
     lease: str | None = None
     reason: str = ""
+    prepaid: bool = False
 
 
 class Limiter:
-    def acquire(self, pool: str, limits: Limits, tokens: int = 0) -> Grant:  # pragma: no cover - interface
+    def acquire(
+        self, pool: str, limits: Limits, tokens: int = 0, *, reserve_s: float = 0.0, prepaid: bool = False
+    ) -> Grant:  # pragma: no cover - interface
         raise NotImplementedError
 
     def release(
@@ -57,6 +65,7 @@ class _Bucket:
         self.at = now
 
     def wait_for(self, amount: float, now: float) -> float:
+        # The level may be negative: slots already reserved for later moments.
         self._refill(now)
         if self.level >= amount:
             return 0.0
@@ -80,32 +89,35 @@ class InMemoryLimiter(Limiter):
         self._in_flight: dict[str, set[str]] = {}
         self._cool_until: dict[str, float] = {}
 
-    def acquire(self, pool: str, limits: Limits, tokens: int = 0) -> Grant:
+    def acquire(
+        self, pool: str, limits: Limits, tokens: int = 0, *, reserve_s: float = 0.0, prepaid: bool = False
+    ) -> Grant:
         with self._lock:
             now = self._clock()
             cool = self._cool_until.get(pool, 0.0) - now
             if cool > 0:
-                return Grant(False, cool, reason="cool-down after a 429")
+                return Grant(False, cool, reason="cool-down after a 429", prepaid=prepaid)
             flights = self._in_flight.setdefault(pool, set())
             if limits.max_in_flight is not None and len(flights) >= limits.max_in_flight:
-                return Grant(False, 0.25, reason="max in flight")
-            waits = []
-            req = tok = None
-            if limits.requests_per_min:
-                req = self._requests.setdefault(pool, _Bucket(limits.requests_per_min, limits.burst, now))
-                waits.append(req.wait_for(1, now))
-            if limits.tokens_per_min and tokens:
-                tok = self._tokens.setdefault(
-                    pool, _Bucket(limits.tokens_per_min, limits.tokens_per_min, now)
-                )
-                waits.append(tok.wait_for(min(tokens, tok.capacity), now))
-            wait = max(waits, default=0.0)
-            if wait > 0:
-                return Grant(False, wait, reason="rate")
-            if req:
-                req.take(1)
-            if tok:
-                tok.take(min(tokens, tok.capacity))
+                return Grant(False, 0.25, reason="max in flight", prepaid=prepaid)
+            if not prepaid:
+                waits = []
+                req = tok = None
+                if limits.requests_per_min:
+                    req = self._requests.setdefault(pool, _Bucket(limits.requests_per_min, limits.burst, now))
+                    waits.append(req.wait_for(1, now))
+                if limits.tokens_per_min and tokens:
+                    tok = self._tokens.setdefault(pool, _Bucket(limits.tokens_per_min, limits.tokens_per_min, now))
+                    waits.append(tok.wait_for(min(tokens, tok.capacity), now))
+                wait = max(waits, default=0.0)
+                if wait > reserve_s:
+                    return Grant(False, wait - reserve_s, reason="rate")
+                if req:
+                    req.take(1)
+                if tok:
+                    tok.take(min(tokens, tok.capacity))
+                if wait > 0:
+                    return Grant(False, wait, reason="reserved", prepaid=True)
             lease = uuid.uuid4().hex
             flights.add(lease)
             return Grant(True, 0.0, lease)

@@ -24,6 +24,14 @@ if maxf > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
   if redis.call('ZCARD', KEYS[3]) >= maxf then return {0, '0.25', 'max in flight'} end
 end
+local prepaid = tonumber(ARGV[10]) == 1
+if prepaid then
+  if maxf > 0 then
+    redis.call('ZADD', KEYS[3], now + tonumber(ARGV[8]), ARGV[7])
+    redis.call('EXPIRE', KEYS[3], 86400)
+  end
+  return {1, '0', 'ok'}
+end
 local function level(key, rate, cap)
   local v = redis.call('HMGET', key, 'level', 'at')
   local lvl = tonumber(v[1]) or cap
@@ -46,7 +54,8 @@ if trate > 0 and need > 0 then
   tl = level(KEYS[2], trate, tcap)
   if tl < need then wait = math.max(wait, (need - tl) / trate) end
 end
-if wait > 0 then return {0, tostring(wait), 'rate'} end
+local reserve = tonumber(ARGV[9])
+if wait > reserve then return {0, tostring(wait - reserve), 'rate'} end
 if rl then
   redis.call('HSET', KEYS[1], 'level', tostring(rl - 1), 'at', tostring(now))
   redis.call('EXPIRE', KEYS[1], 86400)
@@ -55,6 +64,7 @@ if tl then
   redis.call('HSET', KEYS[2], 'level', tostring(tl - need), 'at', tostring(now))
   redis.call('EXPIRE', KEYS[2], 86400)
 end
+if wait > 0 then return {2, tostring(wait), 'reserved'} end
 if maxf > 0 then
   redis.call('ZADD', KEYS[3], now + tonumber(ARGV[8]), ARGV[7])
   redis.call('EXPIRE', KEYS[3], 86400)
@@ -91,7 +101,9 @@ class RedisLimiter(Limiter):
         base = f"{self._prefix}:{{{pool}}}"  # one hash slot per pool
         return [f"{base}:req", f"{base}:tok", f"{base}:inflight", f"{base}:cool"]
 
-    def acquire(self, pool: str, limits: Limits, tokens: int = 0) -> Grant:
+    def acquire(
+        self, pool: str, limits: Limits, tokens: int = 0, *, reserve_s: float = 0.0, prepaid: bool = False
+    ) -> Grant:
         lease = uuid.uuid4().hex
         tpm = limits.tokens_per_min or 0
         granted, wait, reason = self._acquire(
@@ -105,11 +117,16 @@ class RedisLimiter(Limiter):
                 limits.max_in_flight or 0,
                 lease,
                 self._ttl,
+                reserve_s,
+                1 if prepaid else 0,
             ],
         )
+        reason = reason.decode() if isinstance(reason, bytes) else str(reason)
         if int(granted) == 1:
             return Grant(True, 0.0, lease if limits.max_in_flight else None)
-        return Grant(False, float(wait), reason=reason.decode() if isinstance(reason, bytes) else str(reason))
+        if int(granted) == 2:
+            return Grant(False, float(wait), reason=reason, prepaid=True)
+        return Grant(False, float(wait), reason=reason, prepaid=prepaid)
 
     def release(
         self, pool: str, lease: str | None, tokens_estimated: int = 0, tokens_used: int | None = None

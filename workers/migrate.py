@@ -8,6 +8,7 @@ workers/migrations/versions/ and `afpbench db upgrade` on each deployment.
 - `current_revision(url)` / `head_revision()`: where the database is, and where this code is.
 - `check_schema_current(engine)` refuses a database that is behind (or ahead of) the code.
 - `ensure_schema(engine)` is what the engine factory runs once per engine.
+- `schema_differences(engine)`: what a migration would still have to change (empty = no drift).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from alembic import command
+from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
@@ -183,3 +185,17 @@ def _has_afp_tables(engine: Engine) -> bool:
     """Whether the database holds any afpbench table (False: a fresh database)."""
     with engine.connect() as connection:
         return bool(_afp_tables(connection))
+
+
+def schema_differences(engine: Engine) -> list:
+    """Alembic's comparison of the live schema with workers/models.py; [] means the migrations and the
+    models describe the same tables, columns, types, keys and indexes."""
+    from sqlmodel import SQLModel
+
+    from workers import models  # noqa: F401  (registers the tables)
+
+    with engine.connect() as connection:
+        context = MigrationContext.configure(
+            connection, opts={"compare_type": True, "version_table": VERSION_TABLE}
+        )
+        return compare_metadata(context, SQLModel.metadata)

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import JSON, Column, Text, UniqueConstraint
+from sqlalchemy import JSON, Column, Index, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 
@@ -68,6 +68,7 @@ class Cell(SQLModel, table=True):
             "repeat",
             name="uq_cell_key",
         ),
+        Index("ix_cell_sweep_phase", "sweep_id", "phase"),  # progress counts, releases, completion checks
     )
 
     id: int | None = Field(default=None, primary_key=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import requests
 
 from workers.endpoints import endpoint_for
-from workers.providers.base import MissingKey, key_for
+from workers.providers.base import MissingKey, key_for, key_for_quiet
 from workers.redact import mask_secrets
 from workers.spec import ModelSpec
 
@@ -48,7 +48,9 @@ def preflight(model: ModelSpec, timeout_s: float = 10.0) -> None:
     except requests.RequestException as exc:
         reason = type(exc).__name__
         raise PreflightError(f"model {model.display}: endpoint {url} unreachable ({reason})") from None
-    secrets = [v for v in headers.values() if v]
+    # Security fix: the bare key too, not only the header value ("Bearer <key>"): a server may echo the
+    # key alone, and a key with no recognisable shape is then caught by nothing else.
+    secrets = [v for v in (*headers.values(), key_for_quiet(endpoint_for(model))) if v]
     body = mask_secrets(response.text[:300], secrets).replace("\n", " ")
     if response.status_code in (401, 403):
         raise PreflightError(

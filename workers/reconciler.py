@@ -9,12 +9,19 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from sqlalchemy import update
 from sqlmodel import select
 
 from workers.completion import claim_aggregate
 from workers.db import session_scope
 from workers.dispatch import release, resend
-from workers.models import Cell, Phase, Sweep, SweepStatus, utcnow
+from workers.models import Aggregate, Cell, Phase, Sweep, SweepStatus, utcnow
+from workers.settings import get_settings
+
+
+def _stale_threshold() -> timedelta:
+    # Reliability fix: was a fixed 10 minutes; AFP_RECONCILE_STALE_S (default 600) sets it.
+    return timedelta(seconds=get_settings().reconcile_stale_s)
 
 
 def stuck_cells(sweep_id: str, older_than: timedelta) -> list[tuple[int, str, str]]:
@@ -35,8 +42,46 @@ def stuck_cells(sweep_id: str, older_than: timedelta) -> list[tuple[int, str, st
         ]
 
 
-def reconcile_sweep(sweep_id: str, older_than: timedelta = timedelta(minutes=10)) -> int:
-    sent = resend(stuck_cells(sweep_id, older_than))
+def expire_overlong_leases(sweep_id: str) -> int:
+    """Reliability fix: no lease outlives AFP_LEASE_EXPIRY_S from its claim, whatever its holder asked
+    for (the scorer takes 15 minutes). A worker killed while scoring would otherwise hold its cell that
+    long; a live holder cannot need more, since the hard time limit is shorter than the lease expiry.
+    The claim time is `updated_at`, which both claims set and nothing changes while the lease is held."""
+    now = utcnow()
+    with session_scope() as session:
+        res = session.execute(
+            update(Cell)
+            .where(
+                Cell.sweep_id == sweep_id,
+                Cell.phase.in_([Phase.executing, Phase.scoring]),
+                Cell.lease_until > now,
+                Cell.updated_at < now - timedelta(seconds=get_settings().lease_expiry_s),
+            )
+            .values(lease_until=now)
+        )
+        return res.rowcount
+
+
+def _mark_resent(cells: list[tuple[int, str, str]], older_than: timedelta) -> list[tuple[int, str, str]]:
+    """Reliability fix: stamp the cells being re-sent (updated_at = now) so the next pass does not send
+    them again before another stale period. Without it every beat re-sent every cell still waiting in a
+    long queue, and the copies piled up faster than the workers could drain them."""
+    if not cells:
+        return []
+    with session_scope() as session:
+        stamped = set(session.execute(
+            update(Cell)
+            .where(Cell.id.in_([c[0] for c in cells]), Cell.updated_at < utcnow() - older_than)
+            .values(updated_at=utcnow())
+            .returning(Cell.id)
+        ).scalars())
+    return [c for c in cells if c[0] in stamped]
+
+
+def reconcile_sweep(sweep_id: str, older_than: timedelta | None = None) -> int:
+    older_than = older_than or _stale_threshold()
+    expire_overlong_leases(sweep_id)
+    sent = resend(_mark_resent(stuck_cells(sweep_id, older_than), older_than))
     sent += release(sweep_id)
     if claim_aggregate(sweep_id, "reconciler"):
         from workers.tasks import aggregate
@@ -45,10 +90,29 @@ def reconcile_sweep(sweep_id: str, older_than: timedelta = timedelta(minutes=10)
     return sent
 
 
-def reconcile_sweeps(sweep_id: str | None = None, older_than: timedelta = timedelta(minutes=10)) -> int:
+def unfinished_aggregates(older_than: timedelta) -> list[str]:
+    """Sweeps whose aggregate was claimed but never stored (its message was lost with the broker)."""
+    cutoff = utcnow() - older_than
+    with session_scope() as session:
+        return list(session.exec(
+            select(Aggregate.sweep_id).where(Aggregate.finished_at.is_(None), Aggregate.claimed_at < cutoff)
+        ))
+
+
+def reconcile_sweeps(sweep_id: str | None = None, older_than: timedelta | None = None) -> int:
+    older_than = older_than or _stale_threshold()
     with session_scope() as session:
         q = select(Sweep.id).where(Sweep.status == SweepStatus.running)
         if sweep_id:
             q = select(Sweep.id).where(Sweep.id == sweep_id)
         ids = list(session.exec(q))
-    return sum(reconcile_sweep(s, older_than) for s in ids)
+    sent = sum(reconcile_sweep(s, older_than) for s in ids)
+    # Reliability fix: a claimed aggregate whose message was lost was never computed; send it again
+    # (aggregation overwrites the sweep's one row, so a duplicate is harmless).
+    from workers.tasks import aggregate
+
+    for s in unfinished_aggregates(older_than):
+        if sweep_id in (None, s):
+            aggregate.apply_async(args=[s], queue="aggregate")
+            sent += 1
+    return sent

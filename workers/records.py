@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlmodel import Session, select
@@ -28,17 +28,25 @@ class RecordNotFound(LookupError):
 
 
 def _iso(value: datetime | None) -> str | None:
-    return None if value is None else value.isoformat(timespec="milliseconds") + "Z"
+    """UTC timestamps; databases may hand them back without a zone (stored as UTC)."""
+    if value is None:
+        return None
+    return value.replace(tzinfo=value.tzinfo or UTC).isoformat(timespec="milliseconds")
 
 
-def _attempt_json(a: Attempt) -> dict[str, Any]:
+def _attempt_json(a: Attempt, bodies_elsewhere: bool = False) -> dict[str, Any]:
+    """Every field of the attempt; the scored attempt's raw bodies sit in raw_output (stored once)."""
+    rounds = a.rounds
+    if bodies_elsewhere:
+        rounds = [{**r, "raw_body": f"(raw_output.raw_bodies[{i}])"} if "raw_body" in r else r
+                  for i, r in enumerate(a.rounds)]
     return {
         "id": a.id, "number": a.number, "worker": a.worker, "started_at": _iso(a.started_at),
         "finished_at": _iso(a.finished_at), "outcome": a.outcome, "http_status": a.http_status, "error": a.error,
         "output_text": a.output_text, "finish_reason": a.finish_reason, "tool_calls": a.tool_calls,
         "tokens": _tokens(a), "latency_ms": a.latency_ms, "served_model": a.served_model,
         "provider_request_id": a.provider_request_id, "reasoning_params": a.reasoning_params,
-        "rounds": a.rounds, "simulated": a.simulated,
+        "rounds": rounds, "simulated": a.simulated,
     }
 
 
@@ -112,12 +120,15 @@ def _history(session: Session, cell_ids: list[int]) -> dict[int, tuple[list, lis
 
 
 def _record(sweep: Sweep, model_names: dict[str, str], cell: Cell, attempts: list[Attempt], results: list[Result],
-            judgements: list[Judgement], adjudications: list[Adjudication]) -> dict[str, Any]:
+            judgements: list[Judgement], adjudications: list[Adjudication],
+            judge_prompt_file: str | None = None) -> dict[str, Any]:
     latest = results[-1] if results else None
     scored = _scored_attempt(attempts, latest)
     instructions = (sweep.seal_components or {}).get("instructions", {})
     latest_judgements = [j for j in judgements if latest is not None and j.scoring_run == latest.scoring_run]
-    judge_prompt = (sweep.inputs or {}).get("judge_prompt")
+    prompt_hashes = sorted({j.prompt_sha256 for j in judgements})
+    grader_prompt = ({"sha256": prompt_hashes, "text_file": judge_prompt_file} if judge_prompt_file else
+                     {"sha256": prompt_hashes, "text": (sweep.inputs or {}).get("judge_prompt")})
     return {
         "cell_id": cell.id,
         "cell_key": cell.key,
@@ -156,9 +167,9 @@ def _record(sweep: Sweep, model_names: dict[str, str], cell: Cell, attempts: lis
         "tool_calls": scored.tool_calls if scored else [],
         "latency": {"ms": scored.latency_ms if scored else None},
         "grader_model": sorted({j.judge_label for j in judgements}),
-        "grader_prompt": {"sha256": sorted({j.prompt_sha256 for j in judgements}), "text": judge_prompt},
+        "grader_prompt": grader_prompt,
         "human_review_outcome": [_adjudication_json(a) for a in adjudications] or None,
-        "attempts": [_attempt_json(a) for a in attempts],
+        "attempts": [_attempt_json(a, bodies_elsewhere=a is scored) for a in attempts],
         "results": [_result_json(r) for r in results],
         "judgements": [_judgement_json(j) for j in judgements],
         "simulated": {"model_output": any(a.simulated for a in attempts),
@@ -178,8 +189,11 @@ def known_secret_values(sweep: Sweep) -> list[str]:
     return [v for v in values if v]
 
 
-def records_jsonl(session: Session, sweep_id: str, batch: int = 500) -> Iterator[str]:
-    """One JSON line per cell, in cell id order, loaded in batches (history per batch, not per cell)."""
+def records_jsonl(session: Session, sweep_id: str, batch: int = 500,
+                  judge_prompt_file: str | None = None) -> Iterator[str]:
+    """One JSON line per cell, in cell id order, loaded in batches (history per batch, not per cell).
+    With `judge_prompt_file`, records name that file (written once beside them) instead of repeating
+    the judge prompt text in every line."""
     sweep = session.get(Sweep, sweep_id)
     if sweep is None:
         raise RecordNotFound(f"no sweep with id {sweep_id!r}")
@@ -193,7 +207,8 @@ def records_jsonl(session: Session, sweep_id: str, batch: int = 500) -> Iterator
             return
         history = _history(session, [c.id for c in cells])
         for cell in cells:
-            line = json.dumps(_record(sweep, model_names, cell, *history[cell.id]), ensure_ascii=False, sort_keys=True)
+            record = _record(sweep, model_names, cell, *history[cell.id], judge_prompt_file=judge_prompt_file)
+            line = json.dumps(record, ensure_ascii=False, sort_keys=True)
             yield mask_known(line, secrets)
         last_id = cells[-1].id
         session.expunge_all()

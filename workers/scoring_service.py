@@ -22,9 +22,9 @@ from scoring.validity import ValidityFailure, ValidityReport
 from scoring.verdict import DisputeRule, PassRule, Verdict, decide
 from workers.db import session_scope
 from workers.endpoints import endpoint_for
-from workers.inputs import SweepInputs, inputs_for_sweep
+from workers.inputs import SweepInputs, inputs_for, validity_for
 from workers.limiter import get_limiter, pool_key
-from workers.models import Attempt, Cell, Phase, Result, Sweep, utcnow
+from workers.models import Attempt, Cell, Phase, Result, utcnow
 from workers.models import Judgement as JudgementRow
 from workers.provenance_service import provenance_for
 from workers.providers.base import ChatRequest, OutcomeClass, key_for_quiet
@@ -50,8 +50,8 @@ class JudgeUnavailable(RuntimeError):
     pass
 
 
-def validity_of(sweep: Sweep, fixture_key: str, fixture_id: str) -> ValidityReport:
-    stored = sweep.validity.get(fixture_id, {"passed": True, "failures": []})
+def validity_of(reports: dict, fixture_key: str, fixture_id: str) -> ValidityReport:
+    stored = reports.get(fixture_id, {"passed": True, "failures": []})
     return ValidityReport(
         fixture_key, stored["passed"], [ValidityFailure(f["check"], f["detail"]) for f in stored["failures"]]
     )
@@ -202,8 +202,7 @@ def _score(
     session: Session, cell_id: int, judges: list[ModelSpec] | None = None
 ) -> tuple[Verdict, dict, int]:
     cell = session.get(Cell, cell_id)
-    sweep = session.get(Sweep, cell.sweep_id)
-    inputs = inputs_for_sweep(sweep)
+    inputs = inputs_for(session, cell.sweep_id)
     fixture = inputs.fixtures[cell.fixture_id]
     judges = inputs.spec.judges if judges is None else judges
     attempt = session.exec(
@@ -211,7 +210,7 @@ def _score(
     ).first()
     response = attempt.output_text or ""
     run = next_scoring_run(session, cell_id)
-    validity = validity_of(sweep, fixture.key, fixture.id)
+    validity = validity_of(validity_for(session, cell.sweep_id), fixture.key, fixture.id)
     provenance = provenance_for(fixture, attempt) if fixture.numeric is not None else None
     originated = provenance["originated"] if provenance else []
     assertions = run_assertions(fixture, response)

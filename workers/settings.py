@@ -31,6 +31,10 @@ class Settings(BaseSettings):
     task_hard_time_limit_s: int = 600
     visibility_timeout_s: int = 3600
     lease_expiry_s: int = 3900
+    # The reconciler (a beat task): how often it runs, and how long a cell may sit in a non-terminal
+    # phase without progress before its message counts as lost and is sent again.
+    reconcile_interval_s: float = 60.0
+    reconcile_stale_s: int = 600
     embedded_threads: int = 8
     max_attempts: int = 5
     max_tool_rounds: int = 8

@@ -9,10 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from fixtures.loader import InputFileError, load_yaml, read_input_text
 from reference.hashing import json_sha256
+from workers.redact import mask_secrets
 
 PROVIDER_FAMILIES = {
     "openai": "openai",
@@ -28,6 +29,13 @@ PROVIDER_FAMILIES = {
 }
 CONDITIONS = ("A", "B", "C", "D")
 HIGH_RISK_MIN_REPEATS = 3
+# Security fix: afpbench's own secrets can never be named as a provider key: a spec (perhaps posted to
+# the HTTP API) could otherwise send them as a bearer token to any base_url it names.
+RESERVED_KEY_VARIABLES = frozenset({"AFP_API_TOKEN", "AFP_DATABASE_URL", "AFP_BROKER_URL", "AFP_REDIS_URL"})
+# Mapping keys that mean "a credential is written here" anywhere in a spec (compared lower-case, '-' as '_').
+_SECRET_FIELD_NAMES = frozenset(
+    {"api_key", "apikey", "key", "token", "access_token", "authorization", "password", "secret", "x_api_key"}
+)
 
 
 class SpecError(ValueError):
@@ -76,6 +84,13 @@ class ModelSpec(_Strict):
                         "and name that variable in 'api_key_env'"
                     )
         return data
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _not_our_secret(cls, v: str | None) -> str | None:
+        if v in RESERVED_KEY_VARIABLES:
+            raise ValueError(f"{v} is afpbench's own secret and cannot be used as a provider key")
+        return v
 
     @field_validator("provider")
     @classmethod
@@ -184,9 +199,39 @@ def _describe(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
+def _literal_secret_at(data: Any, path: str = "") -> str | None:
+    """Where a spec holds a credential literally: a credential-named key, or a key-shaped value.
+
+    Security fix: the per-model check missed keys in `params` (sent in the request body) or in any
+    other field; a spec is stored and sealed, so a literal key there would reach the database."""
+    if isinstance(data, dict):
+        for k, v in data.items():
+            here = f"{path}.{k}" if path else str(k)
+            if str(k).lower().replace("-", "_") in _SECRET_FIELD_NAMES:
+                return here
+            found = _literal_secret_at(v, here)
+            if found:
+                return found
+    elif isinstance(data, list):
+        for i, v in enumerate(data):
+            found = _literal_secret_at(v, f"{path}.{i}" if path else str(i))
+            if found:
+                return found
+    elif isinstance(data, str) and any(c.isdigit() for c in data) and mask_secrets(data) != data:
+        return path or "(top level)"
+    return None
+
+
 def parse_spec(data: Any, source: str = "spec") -> SweepSpec:
     if not isinstance(data, dict):
-        raise SpecError(f"{source}: expected a mapping of sweep fields, got {type(data).__name__}")
+        what = "empty file" if data is None else type(data).__name__
+        raise SpecError(f"{source}: expected a mapping of sweep fields, got {what}")
+    where = _literal_secret_at(data)
+    if where:
+        raise SpecError(
+            f"{source}: {where}: looks like a literal credential, which is not allowed in a spec: put the "
+            "key in an environment variable and name that variable in 'api_key_env'"
+        )
     try:
         return SweepSpec.model_validate(data)
     except ValidationError as exc:
@@ -198,11 +243,10 @@ def load_spec(path: str | Path) -> SweepSpec:
     if not p.is_file():
         raise SpecError(f"{path}: spec file not found")
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise SpecError(f"{path}: not valid YAML{where}") from None
+        # Security fix: size cap, UTF-8 check, alias bombs and duplicate keys (fixtures/loader.py).
+        data = load_yaml(read_input_text(p))
+    except InputFileError as exc:
+        raise SpecError(f"{path}: {exc}") from None
     return parse_spec(data, str(path))
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import logging
 import socket
 
+from sqlalchemy.exc import InterfaceError, OperationalError
+
 from workers.celery_app import app
 from workers.completion import claim_aggregate
 from workers.execution import RetryLater, ScoreNext, execute_cell
@@ -21,15 +23,43 @@ def _worker_name(task) -> str:
     return f"{task.request.hostname or WORKER_ID}"
 
 
+# The database went away (restart, failover, network): the open transaction was rolled back whole, so
+# the task is retried later with backoff and finds in SQL what is left to do.
+DATABASE_UNAVAILABLE = (OperationalError, InterfaceError)
+
+
+def _countdown(delay_s: float) -> float:
+    """Reliability fix: a countdown message waits unacked in the worker; one that outlives the broker's
+    visibility timeout is delivered a second time. Cap it at half the timeout: a task that wakes early
+    finds its not_before or lease in SQL and waits again."""
+    from workers.settings import get_settings
+
+    return max(0.05, min(delay_s, get_settings().visibility_timeout_s / 2))
+
+
+def _retry_database(task, exc: Exception):
+    delay = min(30.0, 2.0 ** min(task.request.retries, 5))
+    log.warning("database unavailable (%s); retrying %s in %.0f s", type(exc).__name__, task.name, delay)
+    return task.retry(exc=exc, countdown=_countdown(delay), max_retries=None)
+
+
 @app.task(name="afpbench.execute", bind=True, max_retries=None, acks_late=True)
-def execute(self, cell_id: int) -> str:
-    decision = execute_cell(cell_id, _worker_name(self))
-    if isinstance(decision, RetryLater):
-        raise self.retry(countdown=max(0.05, decision.delay_s), max_retries=None)
-    if isinstance(decision, ScoreNext):
-        score.apply_async(args=[cell_id], queue="score")
-        return "executed"
-    after_terminal(cell_id, self)
+def execute(self, cell_id: int, prepaid: bool = False) -> str:
+    try:
+        decision = execute_cell(cell_id, _worker_name(self), prepaid=prepaid)
+        if isinstance(decision, RetryLater):
+            raise self.retry(
+                countdown=_countdown(decision.delay_s),
+                kwargs={"cell_id": cell_id, "prepaid": decision.prepaid},
+                args=(),
+                max_retries=None,
+            )
+        if isinstance(decision, ScoreNext):
+            score.apply_async(args=[cell_id], queue="score")
+            return "executed"
+        after_terminal(cell_id, self)
+    except DATABASE_UNAVAILABLE as exc:
+        raise _retry_database(self, exc) from exc
     return f"finished: {decision.state}"
 
 
@@ -37,10 +67,13 @@ def execute(self, cell_id: int) -> str:
 def score(self, cell_id: int) -> str:
     from workers.scoring_service import RejudgeLater, score_cell
 
-    outcome = score_cell(cell_id, _worker_name(self))
-    if isinstance(outcome, RejudgeLater):
-        raise self.retry(countdown=max(0.05, outcome.delay_s), max_retries=None)
-    after_terminal(cell_id, self)
+    try:
+        outcome = score_cell(cell_id, _worker_name(self))
+        if isinstance(outcome, RejudgeLater):
+            raise self.retry(countdown=_countdown(outcome.delay_s), max_retries=None)
+        after_terminal(cell_id, self)
+    except DATABASE_UNAVAILABLE as exc:
+        raise _retry_database(self, exc) from exc
     return "scored"
 
 
@@ -58,7 +91,10 @@ def after_terminal(cell_id: int, task) -> None:
 def aggregate(self, sweep_id: str) -> str:
     from workers.aggregation import aggregate_sweep
 
-    aggregate_sweep(sweep_id)
+    try:
+        aggregate_sweep(sweep_id)
+    except DATABASE_UNAVAILABLE as exc:
+        raise _retry_database(self, exc) from exc
     return "aggregated"
 
 

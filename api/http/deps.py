@@ -6,12 +6,19 @@ import hmac
 from collections.abc import Iterator
 from typing import Annotated
 
-from fastapi import Depends, HTTPException, Request, status
+from fastapi import Depends, HTTPException, Path, Query, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlmodel import Session
 
+from api.http.schemas import MAX_PAGE
 from workers.db import session_scope
 from workers.settings import Settings
+
+# Integer inputs stay within what every database column and OFFSET accepts: never a 500 for a big number.
+DB_INT_MAX = 2**31 - 1
+Limit = Annotated[int, Query(ge=1, le=MAX_PAGE, description=f"page size, at most {MAX_PAGE}")]
+Offset = Annotated[int, Query(ge=0, le=DB_INT_MAX)]
+CellId = Annotated[int, Path(ge=1, le=DB_INT_MAX)]
 
 _bearer = HTTPBearer(auto_error=False, description="the value of AFP_API_TOKEN")
 
@@ -51,7 +58,9 @@ def require_token(
 Authorized = [Depends(require_token)]
 
 
-def unprocessable(message: str, loc: tuple[str | int, ...] = ("body",), kind: str = "value_error") -> HTTPException:
+def unprocessable(
+    message: str, loc: tuple[str | int, ...] = ("body",), kind: str = "value_error"
+) -> HTTPException:
     """A 422 shaped like FastAPI's own validation errors: a list of {loc, msg, type}."""
     return HTTPException(
         422, [{"loc": list(loc), "msg": message, "type": kind}]

@@ -58,3 +58,14 @@ def test_refill_rate_is_respected(fresh_redis):
     assert not denied.granted and 0 < denied.wait_s <= 0.1
     time.sleep(denied.wait_s + 0.02)
     assert limiter.acquire("pool-d", limits).granted
+
+
+def test_reservations_space_callers_at_the_rate(fresh_redis):
+    limiter = RedisLimiter(fresh_redis)
+    limits = Limits(requests_per_min=600, burst=2)
+    grants = [limiter.acquire("pool-e", limits, reserve_s=5) for _ in range(5)]
+    assert [g.granted for g in grants[:2]] == [True, True]
+    waits = [g.wait_s for g in grants[2:]]
+    assert all(g.prepaid for g in grants[2:])
+    assert waits == sorted(waits) and 0.05 < waits[0] <= 0.1 and 0.25 < waits[2] <= 0.3
+    assert limiter.acquire("pool-e", limits, prepaid=True).granted

@@ -236,3 +236,17 @@ def test_finished_sweep_without_claim_is_claimed_and_stored(db):
     assert summary["complete"] is True and summary["interim"] is False
     with session_scope() as s:
         assert s.get(Aggregate, "fin").summary["totals"]["n"] == 2
+
+
+def test_postgresql_gives_the_same_summary_as_sqlite(sqlite_url, postgres_url, settings_env):
+    """One code path, two databases: JSON extraction, CASE pivots and anti-joins agree (skips without PG)."""
+    summaries = []
+    for url in (sqlite_url, postgres_url):
+        settings_env(AFP_DATABASE_URL=url)
+        _build_mixed("both")
+        _build_pairs("pairs", b=4, c=1, both_pass=2, both_fail=1, hr_repeats=3)
+        summaries.append([snapshot("both"), snapshot("pairs")])
+    for lite, pg in zip(*summaries, strict=True):
+        for key in ("by_model_condition", "by_fixture_condition", "dimensions", "fatal_by_criterion",
+                    "output_tokens", "cost", "comparisons", "high_risk", "totals"):
+            assert lite[key] == pg[key], key

@@ -97,3 +97,18 @@ def test_pool_key_fingerprints_the_key_never_contains_it():
     key = pool_key("openai", "https://api.openai.com/v1", "sk-secret-value-123")
     assert "sk-secret-value-123" not in key
     assert key != pool_key("openai", "https://api.openai.com/v1", "sk-other")
+
+
+def test_reservation_paces_waiting_callers_one_slot_each():
+    """Many waiting tasks each get their own future slot: no stampede when a token refills."""
+    clock = Clock()
+    limiter = InMemoryLimiter(clock)
+    limits = Limits(requests_per_min=60, burst=1)
+    assert limiter.acquire("p", limits, reserve_s=30).granted
+    waits = [limiter.acquire("p", limits, reserve_s=30) for _ in range(3)]
+    assert all(w.prepaid and not w.granted for w in waits)
+    assert [round(w.wait_s, 6) for w in waits] == [1.0, 2.0, 3.0]
+    clock.now += 3.0
+    assert limiter.acquire("p", limits, prepaid=True).granted  # a prepaid caller is not charged again
+    beyond = limiter.acquire("p", limits, reserve_s=0.5)
+    assert not beyond.granted and not beyond.prepaid  # too far ahead: nothing reserved

@@ -212,11 +212,11 @@ class AnthropicAdapter(Adapter):
     def _error(
         self, status: int, norm: dict, body_text: str, body: Any, secrets: Iterable[str]
     ) -> AdapterResult:
+        secrets = list(secrets)  # used twice below (snippet, assemble): an iterator would run dry
         err = body.get("error") if isinstance(body, dict) else None
         err_type = err.get("type") if isinstance(err, dict) else None
-        message = (
-            err.get("message") if isinstance(err, dict) else (body_snippet(body_text) if body_text else None)
-        )
+        snippet = body_snippet(body_text, secrets=secrets) if body_text else None
+        message = err.get("message") if isinstance(err, dict) else snippet
         outcome = _TYPE_CLASS.get(err_type) if (status < 300 or err_type == "overloaded_error") else None
         outcome = outcome or status_class(status) or OutcomeClass.infra_error
         return assemble(

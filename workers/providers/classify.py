@@ -99,8 +99,9 @@ def error_line(status: int | None, code: Any, message: Any, secrets: Iterable[st
     return line if len(line) <= ERROR_LINE_MAX else line[: ERROR_LINE_MAX - 3] + "..."
 
 
-def body_snippet(body_text: str, limit: int = 120) -> str:
-    return " ".join(body_text[:limit].split())
+def body_snippet(body_text: str, limit: int = 120, secrets: Iterable[str] = ()) -> str:
+    # Security fix: mask before cutting; cutting first can leave a key prefix no mask recognises.
+    return " ".join(mask_secrets(body_text, secrets)[:limit].split())
 
 
 # --- retry hints ------------------------------------------------------------------------------
@@ -212,19 +213,34 @@ def assemble(
     error: str | None = None,
     retry_hint: float | None = None,
 ) -> AdapterResult:
-    """Build the AdapterResult with masking applied in one place."""
+    """Build the AdapterResult with masking applied in one place.
+
+    Security fix: every field that is stored comes from the response, and a server may echo the key
+    into any of them (kept headers, request id, model name, finish reason, tool-call arguments), not
+    only into the body and text; all of them are masked here. Model-authored fields (text, tool calls)
+    get the known values only, so key-shaped strings the model legitimately wrote stay verbatim."""
     secrets = list(secrets)
+    request_id = request_id_from(norm) or request_id
     return AdapterResult(
         outcome=outcome,
         http_status=status,
         text=mask_known(text, secrets) if text is not None else None,
-        tool_calls=tool_calls or [],
-        finish_reason=finish_reason,
+        tool_calls=[_masked_call(c, secrets) for c in tool_calls or []],
+        finish_reason=mask_secrets(finish_reason, secrets) if isinstance(finish_reason, str) else finish_reason,
         usage=usage or Usage(),
-        served_model=served_model,
-        request_id=request_id_from(norm) or request_id,
+        served_model=mask_secrets(served_model, secrets) if isinstance(served_model, str) else served_model,
+        request_id=mask_secrets(request_id, secrets) if isinstance(request_id, str) else request_id,
         retry_after_s=retry_after_from(norm, outcome, retry_hint),
-        headers=relevant_headers(norm),
+        headers={k: mask_secrets(v, secrets) for k, v in relevant_headers(norm).items()},
         raw_body=mask_secrets(body_text, secrets),
         error=mask_secrets(error, secrets) if error else None,
     )
+
+
+def _masked_call(call: ToolCall, secrets: list[str]) -> ToolCall:
+    masked = [mask_known(v, secrets) for v in (call.id, call.name, call.arguments_raw)]
+    if masked == [call.id, call.name, call.arguments_raw]:
+        return call
+    rebuilt = tool_call_from_raw(*masked)
+    rebuilt.thought_signature = call.thought_signature
+    return rebuilt

@@ -255,10 +255,11 @@ class GeminiAdapter(Adapter):
     def _error(
         self, status: int, norm: dict, body_text: str, body: Any, secrets: Iterable[str]
     ) -> AdapterResult:
+        secrets = list(secrets)  # used twice below (snippet, assemble): an iterator would run dry
         err = body.get("error") if isinstance(body, dict) else None
         err = err if isinstance(err, dict) else {}
         code = err.get("status")  # e.g. RESOURCE_EXHAUSTED; err["code"] only repeats the HTTP status
-        message = err.get("message") if err else (body_snippet(body_text) if body_text else None)
+        message = err.get("message") if err else (body_snippet(body_text, secrets=secrets) if body_text else None)
         effective = status if status >= 300 else int_or_none(err.get("code")) or 502
         outcome = status_class(effective) or OutcomeClass.infra_error
         if effective == 503 and "overloaded" in str(message).lower():

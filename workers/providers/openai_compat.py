@@ -216,6 +216,7 @@ class OpenAICompatAdapter(Adapter):
     def _error(
         self, status: int, norm: dict, body_text: str, body: Any, secrets: Iterable[str]
     ) -> AdapterResult:
+        secrets = list(secrets)  # used twice below (snippet, assemble): an iterator would run dry
         err = body.get("error") if isinstance(body, dict) else None
         code = message = None
         if isinstance(err, dict):
@@ -227,7 +228,7 @@ class OpenAICompatAdapter(Adapter):
         elif isinstance(err, str):
             message = err
         elif body_text:
-            message = body_snippet(body_text)
+            message = body_snippet(body_text, secrets=secrets)
         # Some proxies answer 200 with an error object; an int code there is the real status.
         effective = status
         if status < 300:

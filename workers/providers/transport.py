@@ -162,6 +162,13 @@ def post_json(endpoint: Endpoint, prepared: PreparedCall) -> HttpOutcome:
         requests.exceptions.InvalidSchema,
     ) as exc:
         return HttpOutcome(fault=f"invalid base_url: {exc}", fault_class=OutcomeClass.auth_error)
+    except requests.exceptions.InvalidHeader:
+        # Security fix: requests quotes the offending header value (the key) in this message; and a
+        # key with a newline or stray whitespace is a configuration error that retrying cannot fix.
+        return HttpOutcome(
+            fault="invalid header value: the API key contains whitespace or a line break",
+            fault_class=OutcomeClass.auth_error,
+        )
     except requests.exceptions.SSLError as exc:
         return HttpOutcome(fault=f"TLS error: {_describe(exc)}")
     except requests.exceptions.ChunkedEncodingError as exc:

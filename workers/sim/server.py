@@ -109,6 +109,10 @@ class SimStats:
         with self._lock:
             by = self._data["by_status"]
             by[str(code)] = by.get(str(code), 0) + 1
+            if code == 200:  # the span of successful answers, for sustained-throughput figures
+                now = time.monotonic()
+                self._data.setdefault("first_ok_at", now)
+                self._data["last_ok_at"] = now
 
     def tokens(self, prompt: int, completion: int) -> None:
         with self._lock:

@@ -7,8 +7,9 @@ Create Date: 2026-11-30
 Generated with `alembic revision --autogenerate` against an empty PostgreSQL 16 database, then reviewed:
 SQLModel's column types are written as plain SQLAlchemy types (UTCDateTime is DateTime(timezone=True),
 AutoString is String), the UNIQUE keys keep the names models.py gives them (uq_cell_key: one row per
-matrix cell; uq_result_run: one result per scoring run of a cell), indexes keep SQLAlchemy's ix_ names.
-Tables are created parents first (sweep, then cell, then the rows that point at cells), dropped in reverse.
+matrix cell; uq_result_run: one result per scoring run of a cell), indexes keep their ix_ names
+(ix_cell_sweep_phase serves progress counts and releases). Tables are created parents first (sweep, then
+cell, then the rows that point at cells) and dropped in reverse.
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ def upgrade() -> None:
     op.create_index(op.f('ix_cell_phase'), 'cell', ['phase'], unique=False)
     op.create_index(op.f('ix_cell_state'), 'cell', ['state'], unique=False)
     op.create_index(op.f('ix_cell_sweep_id'), 'cell', ['sweep_id'], unique=False)
+    op.create_index(op.f('ix_cell_sweep_phase'), 'cell', ['sweep_id', 'phase'], unique=False)
     op.create_table('adjudication',
         sa.Column('id', sa.Integer(), nullable=False),
         sa.Column('cell_id', sa.Integer(), nullable=False),
@@ -172,6 +174,7 @@ def downgrade() -> None:
     op.drop_table('attempt')
     op.drop_index(op.f('ix_adjudication_cell_id'), table_name='adjudication')
     op.drop_table('adjudication')
+    op.drop_index(op.f('ix_cell_sweep_phase'), table_name='cell')
     op.drop_index(op.f('ix_cell_sweep_id'), table_name='cell')
     op.drop_index(op.f('ix_cell_state'), table_name='cell')
     op.drop_index(op.f('ix_cell_phase'), table_name='cell')

@@ -1,0 +1,141 @@
+"""Result commands: show a run record, aggregate, report, export the publication bundle.
+
+Register with `cli_report.register(app)`. Every failure is raised as api.cli_results.CommandError so the
+CLI prints it as one line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from api.cli_results import CommandError
+
+FORMATS = ("md", "html", "json")
+
+
+def _summary(sweep: str) -> dict:
+    from workers.aggregation import snapshot
+    from workers.runs import SweepNotFound
+
+    try:
+        return snapshot(sweep, interim=None)
+    except SweepNotFound as exc:
+        raise CommandError(str(exc)) from None
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.partial")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _record_table(record: dict) -> Table:
+    sim = record["simulated"]
+    flag = " [yellow](SIMULATED)[/yellow]" if sim["model_output"] or sim["grading"] or sim["sweep"] else ""
+    table = Table(title=f"cell {record['cell_id']}: {record['cell_key']}{flag}", show_header=False)
+    table.add_column("field", style="bold")
+    table.add_column("value", overflow="fold")
+    scores = record["component_scores_and_rationale"]
+    rows = [
+        ("model", f"{record['model']} ({record['provider']}; served {record['served_model_version']})"),
+        ("reasoning mode", json.dumps(record["reasoning_mode"])),
+        ("condition", f"{record['condition']} (instructions {record['instruction_version']['version']}, "
+                      f"sha256 {str(record['instruction_version']['sha256'])[:16]}…)"),
+        ("fixture", f"{record['fixture_id']}@{record['fixture_version']} repeat {record['repeat']}"
+                    + (" (high risk)" if record["high_risk"] else "")),
+        ("executed at", str(record["executed_at"])),
+        ("result state", str(record["result_state"])),
+        ("state reason", str(record["state_reason"] or "-")),
+        ("scores", json.dumps(scores["scores"]) + f" total {scores['total']}"),
+        ("fatal criterion", str(record["fatal_criterion"] or "-")),
+        ("rationale", str(scores["rationale"])),
+        ("tokens", json.dumps(record["tokens"])),
+        ("tool calls", str(len(record["tool_calls"]))),
+        ("latency", f"{record['latency']['ms']} ms"),
+        ("graders", ", ".join(record["grader_model"]) or "-"),
+        ("grader prompt sha256", ", ".join(record["grader_prompt"]["sha256"]) or "-"),
+        ("human review", json.dumps(record["human_review_outcome"])),
+        ("attempts / results", f"{len(record['attempts'])} / {len(record['results'])}"),
+        ("raw output", str(record["raw_output"]["text"])),
+    ]
+    for name, value in rows:
+        table.add_row(name, Text(value))  # Text: model output and rationales are data, never rich markup
+    return table
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def show(cell: int = typer.Argument(..., help="cell id"),
+             as_json: bool = typer.Option(False, "--json", help="print the full run record as JSON")) -> None:
+        """Show the run record of one cell (every field the protocol requires)."""
+        from workers.db import session_scope
+        from workers.records import RecordNotFound, run_record
+
+        try:
+            with session_scope() as session:
+                record = run_record(session, cell)
+        except RecordNotFound as exc:
+            raise CommandError(str(exc)) from None
+        if as_json:
+            typer.echo(json.dumps(record, indent=2, ensure_ascii=False))
+        else:
+            Console().print(_record_table(record))
+
+    @app.command()
+    def aggregate(sweep: str) -> None:
+        """Recompute a sweep's summary now (stored once the sweep is complete; interim otherwise)."""
+        from workers.aggregation import aggregate_sweep
+        from workers.runs import SweepNotFound
+
+        try:
+            summary = aggregate_sweep(sweep)
+        except SweepNotFound as exc:
+            raise CommandError(str(exc)) from None
+        label = "stored" if summary["complete"] else "interim, not stored (sweep not complete)"
+        sim = " SIMULATED" if summary["simulated"] else ""
+        typer.echo(f"sweep {sweep}: {summary['cells']} cells, {summary['unfinished']} unfinished; summary {label}{sim}")
+
+    @app.command()
+    def report(sweep: str,
+               fmt: str = typer.Option("md", "--format", help="md, html or json"),
+               out: Path | None = typer.Option(None, "--out", help="write to this file instead of stdout")) -> None:
+        """Render the sweep's summary tables (HTML: self-contained page with plots)."""
+        from api.report import render_report
+
+        if fmt not in FORMATS:
+            raise CommandError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+        text = render_report(_summary(sweep), fmt)
+        if out is None:
+            typer.echo(text, nl=False)
+            return
+        try:
+            _write_atomically(out, text)
+        except OSError as exc:
+            raise CommandError(f"{out}: cannot write the report: {exc.strerror}") from None
+        typer.echo(f"wrote {out}")
+
+    @app.command()
+    def export(sweep: str, directory: Path) -> None:
+        """Write the publication bundle; STATUS.md says published only when every item is present."""
+        from api.report import render_report
+        from workers.export import ExportError, export_bundle
+        from workers.runs import SweepNotFound
+
+        try:
+            result = export_bundle(sweep, directory, renderer=render_report)
+        except (ExportError, SweepNotFound) as exc:
+            raise CommandError(str(exc)) from None
+        except OSError as exc:
+            raise CommandError(f"{directory}: cannot write the bundle: {exc.strerror or exc}") from None
+        typer.echo(f"{result.directory}: {len(result.files)} files; status: {result.status}"
+                   + (" (SIMULATED)" if result.simulated else ""))
+        for item in result.missing:
+            typer.echo(f"  missing: {item}")

@@ -1,0 +1,94 @@
+"""The FastAPI app: routers, error shapes, auth-protected OpenAPI docs, and the serve-time runtime.
+
+Error contract: bad input -> 422 with a list of {loc, msg, type} (never echoing the input, which could
+hold a key someone pasted); unknown ids -> 404; a missing or wrong token -> 401. The token lives only
+in app.state and is never logged or returned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse, JSONResponse
+from sqlalchemy.exc import DataError
+
+from api.http import routes_adjudications, routes_cells, routes_ops, routes_sweeps
+from api.http.deps import Authorized, configured_token
+from api.http.runtime import Runtime
+from workers.runs import SweepNotFound
+from workers.seal import afpbench_version
+from workers.settings import Settings, get_settings
+
+DESCRIPTION = """Run and inspect AFP Benchmark Protocol sweeps. Every route but `/healthz` needs
+`Authorization: Bearer <AFP_API_TOKEN>` when a token is configured. Simulated model output is labelled
+simulated wherever it appears."""
+
+
+def _field_errors(exc: RequestValidationError) -> list[dict]:
+    out = []
+    for err in exc.errors():
+        msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
+        out.append({"loc": list(err.get("loc", ())), "msg": msg, "type": err.get("type", "value_error")})
+    return out
+
+
+def route_table(app: FastAPI) -> list[tuple[str, set[str]]]:
+    """(path, methods) of every route, including those of included routers (which FastAPI >= 0.16x
+    keeps as lazy inclusions in app.routes rather than as flat routes)."""
+    try:
+        from fastapi.routing import iter_route_contexts
+    except ImportError:  # older FastAPI: app.routes is already flat
+        return [(r.path, set(r.methods or ())) for r in app.routes if hasattr(r, "path")]
+    return [(c.path, set(c.methods or ())) for c in iter_route_contexts(app.routes) if c.path]
+
+
+def create_app(settings: Settings | None = None, *, runtime: bool = True) -> FastAPI:
+    """The API. With runtime=True its lifespan runs what serving needs (see api/http/runtime.py);
+    tests that only exercise routes pass runtime=False."""
+    settings = settings or get_settings()
+    worker_runtime = Runtime(settings, enabled=runtime)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        worker_runtime.start()
+        try:
+            yield
+        finally:
+            worker_runtime.stop()
+
+    app = FastAPI(title="afpbench", version=afpbench_version(), description=DESCRIPTION, lifespan=lifespan,
+                  docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.settings = settings
+    app.state.api_token = configured_token(settings)
+    app.state.runtime = worker_runtime
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse({"detail": _field_errors(exc)}, status_code=422)
+
+    @app.exception_handler(SweepNotFound)
+    async def _no_sweep(_request: Request, exc: SweepNotFound) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=404)
+
+    @app.exception_handler(DataError)
+    async def _unstorable(_request: Request, _exc: DataError) -> JSONResponse:
+        # The database refused a value from the request (e.g. a NUL character in a string).
+        msg = "a value in the request cannot be stored or compared by the database (e.g. it contains NUL)"
+        return JSONResponse({"detail": [{"loc": ["request"], "msg": msg, "type": "data_error"}]}, status_code=422)
+
+    # The docs sit behind the token like everything else but /healthz.
+    @app.get("/openapi.json", include_in_schema=False, dependencies=Authorized)
+    def openapi() -> JSONResponse:
+        return JSONResponse(app.openapi())
+
+    @app.get("/docs", include_in_schema=False, dependencies=Authorized)
+    def docs() -> HTMLResponse:
+        return get_swagger_ui_html(openapi_url="/openapi.json", title="afpbench API")
+
+    for module in (routes_ops, routes_sweeps, routes_cells, routes_adjudications):
+        app.include_router(module.router)
+    return app

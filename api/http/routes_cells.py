@@ -1,0 +1,70 @@
+"""Cells: a sweep's cells with filters and paging, and one cell's full run record."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query
+from sqlalchemy import func, or_
+from sqlmodel import select
+
+from api.http.deps import Authorized, CellId, Limit, Offset, SessionDep, not_found
+from api.http.schemas import CellPage, CellSummary
+from scoring.states import ResultState
+from workers.models import Cell, Phase, Sweep
+from workers.records import run_record
+
+router = APIRouter(tags=["cells"], dependencies=Authorized)
+
+
+def _summary(c: Cell) -> CellSummary:
+    return CellSummary(
+        id=c.id, sweep_id=c.sweep_id, model=c.model_label, model_hash=c.model_hash, provider=c.provider,
+        condition=c.condition, fixture_id=c.fixture_id, fixture_version=c.fixture_version, repeat=c.repeat,
+        high_risk=c.high_risk, phase=c.phase, state=c.state, state_reason=c.state_reason, attempts=c.attempts,
+        updated_at=c.updated_at,
+    )
+
+
+@router.get("/sweeps/{sweep_id}/cells", response_model=CellPage,
+            responses={404: {"description": "unknown sweep"}})
+def list_cells(
+    sweep_id: str,
+    session: SessionDep,
+    state: Annotated[ResultState | None, Query(description="result state")] = None,
+    phase: Annotated[Phase | None, Query(description="pipeline phase")] = None,
+    condition: Annotated[Literal["A", "B", "C", "D"] | None, Query()] = None,
+    fixture: Annotated[str | None, Query(max_length=80, description="fixture id, or id@version")] = None,
+    model: Annotated[str | None, Query(max_length=200, description="model label or model hash")] = None,
+    limit: Limit = 100,
+    offset: Offset = 0,
+) -> CellPage:
+    """Ordered by cell id (stable across pages)."""
+    if session.get(Sweep, sweep_id) is None:
+        raise not_found(f"no sweep with id {sweep_id!r}")
+    where: list[Any] = [Cell.sweep_id == sweep_id]
+    if state is not None:
+        where.append(Cell.state == state.value)
+    if phase is not None:
+        where.append(Cell.phase == phase.value)
+    if condition is not None:
+        where.append(Cell.condition == condition)
+    if fixture is not None:
+        fixture_id, _, version = fixture.partition("@")
+        where.append(Cell.fixture_id == fixture_id)
+        if version:
+            where.append(Cell.fixture_version == version)
+    if model is not None:
+        where.append(or_(Cell.model_label == model, Cell.model_hash == model))
+    total = session.exec(select(func.count()).select_from(Cell).where(*where)).one()
+    rows = session.exec(select(Cell).where(*where).order_by(Cell.id).offset(offset).limit(limit)).all()
+    return CellPage(total=total, limit=limit, offset=offset, items=[_summary(c) for c in rows])
+
+
+@router.get("/cells/{cell_id}", responses={404: {"description": "unknown cell"}})
+def get_cell(cell_id: CellId, session: SessionDep) -> dict[str, Any]:
+    """The full run record: every attempt with its HTTP rounds (no secrets), judgements, results,
+    adjudications and provenance; simulated output is labelled simulated."""
+    if session.get(Cell, cell_id) is None:
+        raise not_found(f"no cell with id {cell_id}")
+    return run_record(session, cell_id)

@@ -1,0 +1,144 @@
+"""Sweeps: create (validate, preflight, seal, enqueue), list, progress, cancel, resume, report."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Query, Request, Response, status
+from sqlalchemy import func
+from sqlmodel import select
+
+from api.http.deps import Authorized, Limit, Offset, SessionDep, not_found, unprocessable
+from api.http.schemas import (
+    SweepCancelled,
+    SweepCreated,
+    SweepDetail,
+    SweepPage,
+    SweepResumed,
+    SweepSummary,
+)
+from api.report import render_report
+from fixtures.loader import FixtureError
+from reference.loader import ReferenceFileError
+from workers import aggregation, runs
+from workers.models import Cell, Sweep, SweepStatus
+from workers.preflight import PreflightError
+from workers.spec import SweepSpec
+
+# Heavy modules (aggregation pulls in scipy) are imported here, not on first use: an import in a request
+# thread competes for the GIL with the embedded worker's threads and can take many times longer.
+router = APIRouter(prefix="/sweeps", tags=["sweeps"], dependencies=Authorized)
+
+
+
+class ReportFormat(StrEnum):
+    json = "json"
+    md = "md"
+    html = "html"
+
+
+REPORT_MEDIA = {
+    ReportFormat.json: "application/json",
+    ReportFormat.md: "text/markdown; charset=utf-8",
+    ReportFormat.html: "text/html; charset=utf-8",
+}
+
+
+def _summary_of(row: Sweep) -> SweepSummary:
+    return SweepSummary(id=row.id, name=row.name, status=row.status, simulated=row.simulated,
+                        seal=row.seal_hash, created_at=row.created_at, finished_at=row.finished_at)
+
+
+def _sweep_or_404(session, sweep_id: str) -> Sweep:
+    row = session.get(Sweep, sweep_id)
+    if row is None:
+        raise not_found(f"no sweep with id {sweep_id!r}")
+    return row
+
+
+@router.post("", status_code=status.HTTP_201_CREATED, response_model=SweepCreated,
+             responses={422: {"description": "invalid spec, fixtures or instructions (field-level messages)"},
+                        424: {"description": "a model endpoint is unreachable or refused the key"}})
+def create_sweep(spec: SweepSpec, request: Request, session: SessionDep) -> SweepCreated:
+    """Body: the sweep spec as JSON (the same fields as the YAML spec). Nothing is written unless every
+    check passes; then the sweep, its seal and all its cells are written at once and cells are enqueued.
+    In distributed mode the workers do the rest; in embedded mode this server's own worker does."""
+    request.app.state.runtime.prepare_for(spec)
+    try:
+        sweep_id = runs.start_sweep(spec)
+    except PreflightError as exc:
+        raise HTTPException(status.HTTP_424_FAILED_DEPENDENCY, str(exc)) from None
+    except FixtureError as exc:
+        raise unprocessable(str(exc), ("body", "fixtures"), "fixture_error") from None
+    except ReferenceFileError as exc:
+        raise unprocessable(str(exc), ("body",), "reference_file_error") from None
+    except ValueError as exc:  # e.g. a provider that needs a base_url and has none
+        raise unprocessable(str(exc)) from None
+    row = _sweep_or_404(session, sweep_id)
+    cells = session.exec(select(func.count()).select_from(Cell).where(Cell.sweep_id == sweep_id)).one()
+    return SweepCreated(id=row.id, seal=row.seal_hash, name=row.name, simulated=row.simulated, cells=cells,
+                        notices=list(row.notices or []))
+
+
+@router.get("", response_model=SweepPage)
+def list_sweeps(session: SessionDep, limit: Limit = 50, offset: Offset = 0,
+                status_filter: Annotated[SweepStatus | None, Query(alias="status")] = None) -> SweepPage:
+    """Newest first."""
+    where = [Sweep.status == status_filter] if status_filter else []
+    total = session.exec(select(func.count()).select_from(Sweep).where(*where)).one()
+    rows = session.exec(
+        select(Sweep).where(*where).order_by(Sweep.created_at.desc(), Sweep.id).offset(offset).limit(limit)
+    ).all()
+    return SweepPage(total=total, limit=limit, offset=offset, items=[_summary_of(r) for r in rows])
+
+
+@router.get("/{sweep_id}", response_model=SweepDetail, responses={404: {"description": "unknown sweep"}})
+def get_sweep(sweep_id: str, session: SessionDep) -> SweepDetail:
+    """Progress by pipeline phase and by result state."""
+    row = _sweep_or_404(session, sweep_id)
+    p = runs.progress(sweep_id)
+    return SweepDetail(**_summary_of(row).model_dump(), total=p.total, done=p.done, finished=p.finished,
+                       phases=p.phases, states=p.states, attempts=runs.attempts_count(sweep_id),
+                       notices=list(row.notices or []))
+
+
+@router.post("/{sweep_id}/cancel", response_model=SweepCancelled,
+             responses={404: {"description": "unknown sweep"}})
+def cancel_sweep(sweep_id: str) -> SweepCancelled:
+    """No more cells are released; queued messages find the sweep cancelled and do nothing."""
+    unfinished = runs.cancel(sweep_id)
+    return SweepCancelled(id=sweep_id, status=SweepStatus.cancelled, unfinished=unfinished)
+
+
+@router.post("/{sweep_id}/resume", response_model=SweepResumed,
+             responses={404: {"description": "unknown sweep"},
+                        409: {"description": "inputs changed since the seal (names the changed components)"}})
+def resume_sweep(sweep_id: str) -> SweepResumed:
+    """Re-send every unfinished cell; refused when any sealed input changed since the sweep began."""
+    try:
+        resent = runs.resume(sweep_id)
+    except runs.SealMismatch as exc:
+        raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
+    except (FixtureError, ReferenceFileError) as exc:  # sealed inputs can no longer be read
+        raise HTTPException(status.HTTP_409_CONFLICT, f"sweep {sweep_id}: {exc}") from None
+    return SweepResumed(id=sweep_id, resent=resent)
+
+
+@router.get("/{sweep_id}/report", response_class=Response,
+            responses={200: {"content": {m: {} for m in REPORT_MEDIA.values()}},
+                       404: {"description": "unknown sweep"}})
+def sweep_report(
+    sweep_id: str,
+    session: SessionDep,
+    report_format: Annotated[ReportFormat, Query(alias="format")] = ReportFormat.json,
+) -> Response:
+    """The sweep's report; labelled interim while cells are unfinished, simulated where output is."""
+    _sweep_or_404(session, sweep_id)
+    summary = aggregation.stored_summary(sweep_id)
+    if summary is None:
+        if runs.progress(sweep_id).finished:
+            summary = aggregation.aggregate_sweep(sweep_id)
+        else:
+            summary = aggregation.snapshot(sweep_id, interim=True)
+    return Response(render_report(summary, report_format.value), media_type=REPORT_MEDIA[report_format])

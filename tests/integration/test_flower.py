@@ -1,0 +1,103 @@
+"""Flower on the Redis broker, with basic auth, watching two real workers run a simulated sweep."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.conftest import REPO
+from tests.integration.test_http_end_to_end import free_port
+from tests.integration.workers_helper import running_workers, service_env
+from workers.sim.server import FaultConfig, SimConfig, SimServer
+
+pytestmark = pytest.mark.integration
+
+SPEC = """\
+name: flower check (simulated)
+models: [{provider: sim, model: sim-1, label: "sim (simulated)"}]
+judges: [{provider: sim, model: sim-1, label: "sim-judge (simulated)"}]
+conditions: [A, B]
+fixtures: {only: [P01, P02]}
+"""
+
+
+@contextmanager
+def flower(env: dict[str, str], port: int, log_path: Path) -> Iterator[str]:
+    log = open(log_path, "w")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen([sys.executable, "-m", "api.cli", "flower", f"--port={port}"], cwd=REPO, env=env,
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, f"flower exited {proc.returncode}: {log_path.read_text()}"
+            try:
+                requests.get(f"{base}/healthcheck", timeout=10)
+                break
+            except requests.RequestException:
+                assert time.monotonic() < deadline, f"flower did not come up: {log_path.read_text()}"
+                time.sleep(0.3)
+        yield base
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()
+
+
+def poll(fetch, ok, timeout_s: float = 30.0):
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = fetch()
+        if ok(value):
+            return value
+        assert time.monotonic() < deadline, f"gave up after {timeout_s} s; last answer: {value}"
+        time.sleep(0.5)
+
+
+def test_flower_sees_our_workers_and_execute_tasks(postgres_url, fresh_redis, tmp_path):
+    user, password = "afp-ops", secrets.token_urlsafe(16)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC, encoding="utf-8")
+    with SimServer(SimConfig(faults=FaultConfig())).start() as sim:
+        env = service_env(postgres_url, fresh_redis, AFP_SIM_URL=sim.base_url,
+                          AFP_FLOWER_USER=user, AFP_FLOWER_PASSWORD=password)
+        with flower(env, free_port(), tmp_path / "flower.log") as base, \
+                running_workers(env, ["fl1", "fl2"], tmp_path):
+            auth = (user, password)
+            assert requests.get(f"{base}/api/workers", timeout=10).status_code == 401, "basic auth is on"
+            assert requests.get(f"{base}/api/workers", auth=(user, "wrong"), timeout=10).status_code == 401
+
+            def names() -> set[str]:
+                answer = requests.get(f"{base}/api/workers", params={"refresh": "1"}, auth=auth, timeout=20)
+                assert answer.status_code == 200, answer.text
+                return {n.split("@")[0] for n in answer.json()}
+
+            poll(names, lambda seen: {"fl1", "fl2"} <= seen)
+            run = subprocess.run([sys.executable, "-m", "api.cli", "run", str(spec), "--json"], cwd=REPO, env=env,
+                                 capture_output=True, text=True, timeout=300)
+            assert run.returncode == 0, run.stderr
+
+            def tasks() -> list[dict]:
+                answer = requests.get(f"{base}/api/tasks", auth=auth, timeout=10)
+                assert answer.status_code == 200, answer.text
+                return list(answer.json().values())
+
+            seen = poll(tasks, lambda ts: any(t.get("name") == "afpbench.execute" and t.get("worker") for t in ts))
+            executed_on = {t["worker"].split("@")[0] for t in seen if t.get("name") == "afpbench.execute"}
+            assert executed_on <= {"fl1", "fl2"} and executed_on
+    assert password not in (tmp_path / "flower.log").read_text(), "credentials stay out of the log"

@@ -1,0 +1,122 @@
+"""A poison gate in front of the simulator: requests for chosen cells always get HTTP 500, every other
+request is passed through unchanged (a real HTTP hop, no mocks).
+
+Cells are recognised by the X-Afpbench-Cell header the adapters send ("sweep|model|cond|fixture@ver|rN").
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlparse
+
+CELL_HEADER = "X-Afpbench-Cell"
+HOP_HEADERS = {"connection", "keep-alive", "transfer-encoding", "content-length", "host"}
+
+
+def cell_matcher(condition: str, fixture_id: str, repeat: int) -> Callable[[str], bool]:
+    """True for the execution request of one cell (judge requests carry a `|judgeN` suffix)."""
+
+    def matches(key: str) -> bool:
+        parts = key.split("|")
+        return (len(parts) == 5 and parts[2] == condition and parts[3].split("@")[0] == fixture_id
+                and parts[4] == f"r{repeat}")
+
+    return matches
+
+
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address) -> None:
+        pass  # a worker SIGKILLed mid-request resets its connection: expected here, not worth a traceback
+
+
+class PoisonGate:
+    def __init__(self, upstream_base_url: str, poisoned: Callable[[str], bool]) -> None:
+        up = urlparse(upstream_base_url)
+        self.upstream = (up.hostname, up.port)
+        self.poisoned = poisoned
+        self.poisoned_requests = 0
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self._httpd: ThreadingHTTPServer | None = None
+
+    @property
+    def base_url(self) -> str:
+        assert self._httpd is not None
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+
+    def _connection(self) -> http.client.HTTPConnection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = http.client.HTTPConnection(*self.upstream, timeout=60)
+        return conn
+
+    def forward(self, method: str, path: str, body: bytes, headers: dict[str, str]):
+        for retry in (False, True):
+            conn = self._connection()
+            try:
+                conn.request(method, path, body=body or None, headers=headers)
+                resp = conn.getresponse()
+                return resp.status, resp.getheaders(), resp.read()
+            except (http.client.HTTPException, OSError):
+                conn.close()
+                self._local.conn = None
+                if retry:
+                    raise
+        raise AssertionError("unreachable")
+
+    def start(self) -> PoisonGate:
+        gate = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _relay(self, method: str) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                key = self.headers.get(CELL_HEADER) or ""
+                if method == "POST" and gate.poisoned(key):
+                    with gate._lock:
+                        gate.poisoned_requests += 1
+                    payload = json.dumps({"error": {"message": "poison cell: always fails (reliability test)",
+                                                    "type": "server_error"}}).encode()
+                    status, headers = 500, [("Content-Type", "application/json")]
+                else:
+                    sent = {k: v for k, v in self.headers.items() if k.lower() not in HOP_HEADERS}
+                    status, headers, payload = gate.forward(method, self.path, body, sent)
+                self.send_response(status)
+                for name, value in headers:
+                    if name.lower() not in HOP_HEADERS:
+                        self.send_header(name, value)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+                self._relay("GET")
+
+            def do_POST(self) -> None:  # noqa: N802 - stdlib naming
+                self._relay("POST")
+
+        self._httpd = _QuietServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    def __enter__(self) -> PoisonGate:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,202 @@
+"""Migrations (workers/migrations/) build exactly the schema of workers/models.py, on SQLite here.
+
+Reliability rules: SQL is the source of truth, so the schema every deployment gets must be the one the
+code describes (no drift), the matrix-cell key stays UNIQUE, and a database behind the code is refused
+with a message that says what to do. tests/integration/test_migrations_pg.py does the same on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import tomllib
+from pathlib import Path
+
+import pytest
+from alembic import command
+from sqlalchemy import create_engine, inspect, text
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import SQLModel
+from typer.testing import CliRunner
+
+from workers import migrate, models  # noqa: F401  (models registers the tables)
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def model_schema() -> dict[str, dict]:
+    """Tables, columns (nullability), primary keys, unique keys, indexes and foreign keys of the models."""
+    out = {}
+    for table in SQLModel.metadata.sorted_tables:
+        out[table.name] = {
+            "columns": {c.name: c.nullable for c in table.columns},
+            "primary": sorted(c.name for c in table.primary_key.columns),
+            "unique": {u.name: list(u.columns.keys()) for u in table.constraints
+                       if u.__class__.__name__ == "UniqueConstraint"},
+            "indexes": {i.name: ([c.name for c in i.columns], bool(i.unique)) for i in table.indexes},
+            "foreign": sorted((tuple(fk.parent.name for fk in c.elements), c.referred_table.name)
+                              for c in table.foreign_key_constraints),
+        }
+    return out
+
+
+def live_schema(engine: Engine) -> dict[str, dict]:
+    insp = inspect(engine)
+    out = {}
+    for name in insp.get_table_names():
+        if name == migrate.VERSION_TABLE:
+            continue
+        out[name] = {
+            "columns": {c["name"]: c["nullable"] for c in insp.get_columns(name)},
+            "primary": sorted(insp.get_pk_constraint(name)["constrained_columns"]),
+            "unique": {u["name"]: u["column_names"] for u in insp.get_unique_constraints(name)},
+            # PostgreSQL also reports the index behind each UNIQUE constraint; that one is the constraint.
+            "indexes": {i["name"]: (i["column_names"], bool(i["unique"])) for i in insp.get_indexes(name)
+                        if not i.get("duplicates_constraint")},
+            "foreign": sorted((tuple(f["constrained_columns"]), f["referred_table"])
+                              for f in insp.get_foreign_keys(name)),
+        }
+    return out
+
+
+def assert_schema_matches_models(engine: Engine) -> None:
+    live, wanted = live_schema(engine), model_schema()
+    assert set(live) == set(wanted)
+    for table in wanted:
+        assert live[table] == wanted[table], table
+    assert migrate.schema_differences(engine) == []  # also compares column types
+
+
+def insert_cell(connection, repeat: int = 1) -> None:
+    connection.execute(text(
+        "INSERT INTO cell (sweep_id, model_label, model_hash, provider, condition, fixture_id, fixture_version,"
+        " repeat, high_risk, phase, attempts, updated_at) VALUES ('s1', 'sim', 'h', 'sim', 'A', 'P01', '1',"
+        " :repeat, false, 'pending', 0, CURRENT_TIMESTAMP)"), {"repeat": repeat})
+
+
+def insert_sweep(connection) -> None:
+    connection.execute(text(
+        "INSERT INTO sweep (id, name, created_at, status, simulated, spec, seal_hash, seal_components,"
+        " afpbench_version, notices, inputs, validity) VALUES ('s1', 'n', CURRENT_TIMESTAMP, 'running', true,"
+        " '{}', 'x', '{}', '0.1.0', '[]', '{}', '{}')"))
+
+
+@pytest.fixture
+def sqlite_engine(sqlite_url: str):
+    engine = create_engine(sqlite_url)
+    yield engine
+    engine.dispose()
+
+
+def test_upgrade_of_an_empty_sqlite_file_builds_exactly_the_model_schema(sqlite_url, sqlite_engine):
+    assert migrate.upgrade(sqlite_url) == migrate.head_revision()
+    assert migrate.current_revision(sqlite_url) == migrate.head_revision()
+    assert_schema_matches_models(sqlite_engine)
+
+
+def test_cell_key_is_unique_after_migration_one_row_per_matrix_cell(sqlite_url, sqlite_engine):
+    migrate.upgrade(sqlite_url)
+    with sqlite_engine.begin() as connection:
+        insert_sweep(connection)
+        insert_cell(connection)
+    with pytest.raises(IntegrityError), sqlite_engine.begin() as connection:
+        insert_cell(connection)
+
+
+def test_upgrade_is_idempotent_and_keeps_rows(sqlite_url, sqlite_engine):
+    migrate.upgrade(sqlite_url)
+    with sqlite_engine.begin() as connection:
+        insert_sweep(connection)
+    migrate.upgrade(sqlite_url)
+    with sqlite_engine.connect() as connection:
+        assert connection.execute(text("SELECT count(*) FROM sweep")).scalar() == 1
+
+
+def test_a_database_behind_the_code_is_refused_with_the_upgrade_command(sqlite_engine):
+    with pytest.raises(migrate.SchemaBehind, match=r"code needs .*: run `afpbench db upgrade`"):
+        migrate.check_schema_current(sqlite_engine)
+
+
+def test_a_database_migrated_by_newer_code_is_refused(sqlite_url, sqlite_engine):
+    migrate.upgrade(sqlite_url)
+    with sqlite_engine.begin() as connection:
+        connection.execute(text(f"UPDATE {migrate.VERSION_TABLE} SET version_num = 'f00dfeed'"))
+    with pytest.raises(migrate.SchemaAhead, match="f00dfeed"):
+        migrate.check_schema_current(sqlite_engine)
+
+
+def test_ensure_schema_upgrades_sqlite_in_place_with_zero_configuration(sqlite_engine):
+    migrate.ensure_schema(sqlite_engine)
+    migrate.check_schema_current(sqlite_engine)
+    assert_schema_matches_models(sqlite_engine)
+
+
+def test_a_database_made_by_create_all_before_migrations_is_adopted_not_recreated(sqlite_url, sqlite_engine):
+    SQLModel.metadata.create_all(sqlite_engine)
+    with sqlite_engine.begin() as connection:
+        insert_sweep(connection)
+    migrate.upgrade(sqlite_url)
+    assert migrate.current_revision(sqlite_engine) == migrate.head_revision()
+    with sqlite_engine.connect() as connection:
+        assert connection.execute(text("SELECT count(*) FROM sweep")).scalar() == 1
+
+
+def test_a_database_with_only_some_afpbench_tables_is_refused(sqlite_url, sqlite_engine):
+    SQLModel.metadata.tables["sweep"].create(sqlite_engine)
+    with pytest.raises(migrate.SchemaMismatch, match="no migration history|neither all"):
+        migrate.upgrade(sqlite_url)
+
+
+def test_downgrade_to_base_removes_every_table(sqlite_url, sqlite_engine):
+    migrate.upgrade(sqlite_url)
+    cfg = migrate.alembic_config(sqlite_url)
+    command.downgrade(cfg, "base")
+    assert set(inspect(sqlite_engine).get_table_names()) <= {migrate.VERSION_TABLE}
+
+
+def test_migration_scripts_are_package_data_so_pip_install_ships_them():
+    package_data = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    patterns = package_data["workers"]
+    files = [p.relative_to(REPO / "workers").as_posix() for p in migrate.MIGRATIONS_DIR.rglob("*")
+             if p.is_file() and "__pycache__" not in p.parts]
+    assert "migrations/env.py" in files and "migrations/script.py.mako" in files
+    assert all(any(fnmatch.fnmatch(f, pat) for pat in patterns) for f in files), files
+
+
+def test_db_commands_upgrade_then_report_current(settings_env, sqlite_url):
+    import typer
+
+    from api import cli_db
+
+    settings_env(AFP_DATABASE_URL=sqlite_url)
+    app = typer.Typer()
+    app.command("noop")(lambda: None)
+    cli_db.register(app)
+    runner = CliRunner()
+    behind = runner.invoke(app, ["db", "current", "--check"])
+    assert behind.exit_code == 1 and "behind" in behind.output
+    first = runner.invoke(app, ["db", "upgrade"])
+    assert first.exit_code == 0 and f"-> {migrate.head_revision()}" in first.output
+    again = runner.invoke(app, ["db", "upgrade"])
+    assert "already at" in again.output
+    assert runner.invoke(app, ["db", "current", "--check"]).exit_code == 0
+
+
+def test_processes_upgrading_one_sqlite_file_at_once_all_succeed(sqlite_url):
+    """The embedded CLI, the API and a worker may all open a new SQLite file at the same moment."""
+    import threading
+
+    reached, errors = [], []
+
+    def run() -> None:
+        try:
+            reached.append(migrate.upgrade(sqlite_url))
+        except Exception as exc:  # noqa: BLE001 - collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not errors and reached == [migrate.head_revision()] * 4
