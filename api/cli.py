@@ -35,6 +35,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     from fixtures.loader import FixtureError
     from reference.loader import ReferenceFileError
     from workers.db import DatabaseConfigError
+    from workers.migrate import SchemaMismatch
     from workers.preflight import PreflightError
     from workers.providers.base import MissingKey
     from workers.providers.registry import UnknownProvider
@@ -49,6 +50,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
         MissingKey,
         UnknownProvider,
         DatabaseConfigError,
+        SchemaMismatch,
         SweepNotFound,
         SealMismatch,
         cli_results.CommandError,
@@ -212,7 +214,9 @@ def sim(
 def main() -> None:
     logging.basicConfig(level=os.environ.get("AFP_LOG_LEVEL", "WARNING"))
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)  # click returns the exit code of typer.Exit here
+        if isinstance(code, int) and code:
+            sys.exit(code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except (typer.Abort, KeyboardInterrupt):

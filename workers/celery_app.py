@@ -6,6 +6,8 @@ task whose worker dies is redelivered, and every task is idempotent, so redelive
 
 from __future__ import annotations
 
+import logging
+
 from celery import Celery
 from celery.signals import worker_process_init
 from kombu import Exchange, Queue
@@ -58,6 +60,33 @@ def make_app() -> Celery:
     return app
 
 
+def _survive_broker_loss() -> None:
+    """Reliability fix (seen with kombu 5.7): when the Redis broker goes away, the worker closes its
+    channel and tries to push its unacknowledged messages back; with the connection already released
+    that raises AttributeError, which Celery takes for an unrecoverable error, and the worker exits.
+    Treat it as what it is, an unreachable broker: skip the push-back and keep the worker reconnecting.
+    The messages come back after the visibility timeout, or were lost with the broker, in which case
+    `afpbench resume` and the reconciler send them again from SQL."""
+    try:
+        from kombu.transport import redis as kombu_redis
+    except ImportError:  # pragma: no cover - redis extra not installed
+        return
+    original = kombu_redis.QoS.restore_unacked
+    if getattr(original, "afpbench_guarded", False):
+        return
+
+    def restore_unacked(self, client=None):
+        try:
+            return original(self, client)
+        except AttributeError:
+            logging.getLogger(__name__).warning("broker connection gone; unacked messages left to redelivery")
+            return None
+
+    restore_unacked.afpbench_guarded = True
+    kombu_redis.QoS.restore_unacked = restore_unacked
+
+
+_survive_broker_loss()
 app = make_app()
 
 

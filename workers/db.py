@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from sqlalchemy import event
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError
-from sqlmodel import Session, SQLModel, create_engine
+from sqlmodel import Session, create_engine
 
 from workers import models  # noqa: F401  (registers the tables)
 from workers.settings import get_settings
@@ -50,7 +50,15 @@ def get_engine(url: str | None = None) -> Engine:
             event.listen(engine, "connect", _sqlite_pragmas)
         else:
             engine = create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
-        SQLModel.metadata.create_all(engine)
+        # The schema comes from the migrations (workers/migrations/), never from create_all: SQLite and a
+        # fresh PostgreSQL are brought to head here; a database behind the code raises SchemaBehind.
+        from workers.migrate import ensure_schema
+
+        try:
+            ensure_schema(engine)
+        except BaseException:
+            engine.dispose()
+            raise
         _engines[url] = engine
         return engine
 

@@ -25,7 +25,7 @@ from workers.endpoints import endpoint_for
 from workers.inputs import SweepInputs, inputs_for
 from workers.limiter import get_limiter, pool_key
 from workers.models import Attempt, Cell, Phase, Result, Sweep, SweepStatus, utcnow
-from workers.providers.base import AdapterResult, ChatRequest, OutcomeClass, key_for_quiet
+from workers.providers.base import AdapterResult, ChatRequest, OutcomeClass, failure_result, key_for_quiet
 from workers.providers.registry import adapter_for
 from workers.retry import RetryPolicy, Verdict
 from workers.settings import get_settings
@@ -169,8 +169,20 @@ def _converse(
     tool_records: list[dict] = []
     tokens = {"input": 0, "output": 0, "cached": 0, "reasoning": 0, "latency_ms": 0.0}
     result: AdapterResult | None = None
+    started = time.monotonic()
     for round_no in range(1, settings.max_tool_rounds + 1):
         estimate = _estimate_tokens(messages, model.params)
+        # The thread pool does not enforce Celery's hard time limit, so the conversation does: a round
+        # that could overrun it is not started (the try ends as an infra error and is retried).
+        worst_case = time.monotonic() - started + endpoint.connect_timeout_s + endpoint.timeout_s
+        if round_no > 1 and worst_case > settings.task_hard_time_limit_s:
+            result = failure_result(
+                OutcomeClass.infra_error,
+                f"tool conversation stopped after {round_no - 1} rounds: another round could exceed "
+                f"the hard time limit of {settings.task_hard_time_limit_s} s",
+            )
+            rounds.append(_round_record(result))
+            break
         if round_no > 1:  # the first round's slot was granted before the claim
             grant = limiter.acquire(pool, model.limits, estimate)
             waited = 0.0

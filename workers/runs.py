@@ -85,7 +85,10 @@ def wait_for(
         if on_progress:
             on_progress(p)
         if p.finished:
-            claim_aggregate(sweep_id, "runner")  # harmless when a worker already claimed it
+            if claim_aggregate(sweep_id, "runner"):  # no worker claimed it: aggregate here
+                from workers.aggregation import aggregate_sweep
+
+                aggregate_sweep(sweep_id)
             return progress(sweep_id)
         if time.monotonic() - last_release > 2.0:
             release(sweep_id)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import logging
 import socket
 
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from sqlalchemy.exc import InterfaceError, OperationalError
 
 from workers.celery_app import app
@@ -23,9 +25,9 @@ def _worker_name(task) -> str:
     return f"{task.request.hostname or WORKER_ID}"
 
 
-# The database went away (restart, failover, network): the open transaction was rolled back whole, so
-# the task is retried later with backoff and finds in SQL what is left to do.
-DATABASE_UNAVAILABLE = (OperationalError, InterfaceError)
+# The database (or the limiter's Redis) went away: restart, failover, network. The open transaction
+# was rolled back whole, so the task is retried later with backoff and finds in SQL what is left to do.
+DATABASE_UNAVAILABLE = (OperationalError, InterfaceError, RedisConnectionError, RedisTimeoutError)
 
 
 def _countdown(delay_s: float) -> float:
@@ -39,7 +41,8 @@ def _countdown(delay_s: float) -> float:
 
 def _retry_database(task, exc: Exception):
     delay = min(30.0, 2.0 ** min(task.request.retries, 5))
-    log.warning("database unavailable (%s); retrying %s in %.0f s", type(exc).__name__, task.name, delay)
+    log.warning("database or limiter unavailable (%s); retrying %s in %.0f s", type(exc).__name__, task.name,
+                delay)
     return task.retry(exc=exc, countdown=_countdown(delay), max_retries=None)
 
 

@@ -249,7 +249,10 @@ def test_a_retry_after_wait_holds_no_worker_slot(single_thread):
     assert (second.started - first.finished).total_seconds() >= 5.0
     others = [a for c in single_thread.cells if c.label != "wait5" for a in single_thread.attempts_of(c)]
     inside = [a for a in others if first.finished < a.started and a.finished < second.started]
-    assert len(inside) == len(others) == 6, "3 stopped models' single attempts + 3 answers of 'ok'"
+    assert len(others) == 6, "3 stopped models' single attempts + 3 answers of 'ok'"
+    # Were the slot held, none could run inside the wait; FIFO order puts the stopped models' cells
+    # first, so at least those three finish inside it even on a loaded machine.
+    assert len(inside) >= 3, [(a.started, a.finished) for a in others]
     # The other wait5 cells share the pool's cool-down: none of them called the provider during it (it
     # starts when the 429 arrives, a few ms before the attempt row's finished_at).
     later = [a for c in single_thread.cells_of("wait5") if c is not waiting for a in single_thread.attempts_of(c)]

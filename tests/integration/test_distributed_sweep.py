@@ -36,6 +36,8 @@ def test_demo_sweep_on_redis_and_postgres_with_two_workers(postgres_url, fresh_r
     assert summary["cells"] == 56 and summary["done"] == 56
     assert summary["attempts"] == 56, "one attempt per cell when no fault is injected"
     assert sum(summary["by_state"].values()) == 56
+    logs = "".join(p.read_text() for p in tmp_path.glob("*.log")).splitlines()
+    aggregate_runs = [line for line in logs if "Task afpbench.aggregate[" in line and "succeeded" in line]
     engine = create_engine(postgres_url)
     with engine.connect() as conn:
         per_cell = conn.execute(
@@ -45,7 +47,12 @@ def test_demo_sweep_on_redis_and_postgres_with_two_workers(postgres_url, fresh_r
             text("select count(distinct split_part(worker, '@', 1)) from attempt")
         ).scalar()
         results = conn.execute(text("select count(distinct cell_id), count(*) from result")).one()
+        claims = conn.execute(text("select claimed_by, summary is not null from aggregate")).all()
     engine.dispose()
     assert per_cell == []
     assert workers == 2, "both worker processes executed cells"
     assert results[0] == 56
+    # Completion is a database fact: exactly one claim, whether a worker or the runner finished last.
+    assert len(claims) == 1 and claims[0][1], claims
+    expected_worker_runs = 0 if claims[0][0] == "runner" else 1
+    assert len(aggregate_runs) == expected_worker_runs, aggregate_runs

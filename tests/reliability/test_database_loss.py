@@ -87,7 +87,7 @@ def test_database_restart_mid_sweep_retries_and_leaves_no_partial_rows(restartab
     print(f"\ndatabase loss: restarted at {restarted_at}/{cells} done; {ledger}")
     assert finished, (ledger, logs[-6000:])
     assert restartable_pg.restarts == 1
-    assert fleet.count_in_logs("database unavailable") >= 1, "some task met the outage and retried"
+    assert fleet.count_in_logs("database or limiter unavailable") >= 1, "some task met the outage and retried"
     assert all(w.alive for w in workers)
     assert exactly_once_problems(ledger) == [], (ledger, logs[-6000:])
     bad = _inconsistent_rows(database_url, sweep_id)

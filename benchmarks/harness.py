@@ -1,0 +1,254 @@
+"""Shared plumbing of the benchmarks: machine facts, generated fixtures, the sim and worker processes,
+throwaway PostgreSQL databases and Redis DB 13. Not a pytest module; nothing here asserts.
+
+Everything the sim answers is SIMULATED (plain mode: one short fixed text per prompt).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+AFPBENCH = [sys.executable, "-m", "api.cli"]
+REDIS_URL = os.environ.get("AFP_BENCH_REDIS", "redis://127.0.0.1:6379/13")
+PG_ADMIN = os.environ.get("AFP_BENCH_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres")
+PILOT = REPO / "fixtures" / "pilot" / "P01.yaml"
+
+
+def machine() -> dict:
+    """nproc and the load average now: every figure is reported next to these."""
+    return {"nproc": os.cpu_count(), "loadavg": [round(x, 2) for x in os.getloadavg()],
+            "python": sys.version.split()[0]}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def make_fixtures(directory: Path, n: int) -> list[str]:
+    """n copies of pilot fixture P01 under new ids, each task made unique by a reference line, so every
+    prompt differs and each fixture passes the validity gate exactly as P01 does."""
+    directory.mkdir(parents=True, exist_ok=True)
+    base = yaml.safe_load(PILOT.read_text())
+    ids = []
+    for i in range(1, n + 1):
+        fid = f"B{i:05d}"
+        data = dict(base, id=fid, title=f"{base['title']} (benchmark copy {i})",
+                    task=f"{base['task']}\nInternal reference: {fid}.")
+        (directory / f"{fid}.yaml").write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+        ids.append(fid)
+    return ids
+
+
+def write_prompts(fixtures_dir: Path, out: Path, condition: str = "A") -> int:
+    """The exact messages afpbench sends for each fixture under `condition`, one JSON line each: the
+    Inspect task reads these, so both harnesses send the same 1,000 prompts."""
+    sys.path.insert(0, str(REPO))
+    from fixtures.loader import load_fixtures
+    from reference.loader import load_instructions
+    from scoring.render import render
+
+    instructions = load_instructions()
+    lines = []
+    for fx in load_fixtures(str(fixtures_dir)):
+        prompt = render(condition, fx, instructions.text(condition))
+        lines.append(json.dumps({"id": fx.id, "messages": prompt.messages()}))
+    out.write_text("\n".join(lines) + "\n")
+    return len(lines)
+
+
+def write_spec(path: Path, sim_url: str, fixtures_dir: Path | None, *, conditions=("A",), repeats: int = 1,
+               limits: dict | None = None, models: int = 1) -> Path:
+    spec = {
+        "name": "benchmark (simulated)",
+        "models": [{"provider": "sim", "model": f"sim-plain-{i}", "base_url": sim_url,
+                    "label": f"sim-plain-{i} (simulated)", **({"limits": limits} if limits else {})}
+                   for i in range(models)],
+        "judges": [],
+        "conditions": list(conditions),
+        "repeats": repeats,
+        "high_risk_repeats": repeats,
+    }
+    if fixtures_dir is not None:
+        spec["fixtures"] = {"dir": str(fixtures_dir)}
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+@contextmanager
+def sim_process(latency_ms: float = 0, rate_per_min: float | None = None, burst: int = 1, log: Path | None = None):
+    """`afpbench sim --plain` in its own process (so it never shares a GIL with what is measured)."""
+    port = free_port()
+    args = [*AFPBENCH, "sim", "--plain", f"--port={port}", f"--latency-ms={latency_ms}", f"--burst={burst}"]
+    if rate_per_min:
+        args.append(f"--rate-per-min={rate_per_min}")
+    out = open(log or os.devnull, "w")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(args, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/v1/models", timeout=1).read()
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError("the sim did not start") from None
+                time.sleep(0.2)
+        yield f"{url}/v1"
+    finally:
+        stop(proc)
+        out.close()
+
+
+def sim_stats(sim_url: str) -> dict:
+    return json.loads(urllib.request.urlopen(sim_url.removesuffix("/v1") + "/_sim/stats", timeout=5).read())
+
+
+def sim_reset(sim_url: str) -> None:
+    req = urllib.request.Request(sim_url.removesuffix("/v1") + "/_sim/reset", data=b"{}", method="POST")
+    urllib.request.urlopen(req, timeout=5).read()
+
+
+def stop(proc: subprocess.Popen, timeout: float = 20) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def flush_redis(url: str = REDIS_URL) -> None:
+    import redis
+
+    redis.Redis.from_url(url).flushdb()
+
+
+@contextmanager
+def throwaway_postgres():
+    """A fresh database bench_<random> on the local server, dropped afterwards."""
+    from sqlalchemy import create_engine, text
+
+    name = f"bench_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    url = PG_ADMIN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://") + f"/{name}"
+    try:
+        yield url
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def afp_env(database_url: str, broker_url: str = "memory://localhost/", **extra: str) -> dict[str, str]:
+    env = {**os.environ, "AFP_DATABASE_URL": database_url, "AFP_BROKER_URL": broker_url,
+           "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO)}
+    env.update(extra)
+    return env
+
+
+@contextmanager
+def workers(env: dict[str, str], count: int, concurrency: int, log_dir: Path, prefix: str = "w"):
+    """`afpbench worker` processes (threads pool), stopped with SIGTERM (then SIGKILL) afterwards."""
+    procs = []
+    for i in range(count):
+        log = open(log_dir / f"{prefix}{i}.log", "w")  # noqa: SIM115 - closed below
+        args = [*AFPBENCH, "worker", f"--concurrency={concurrency}", f"--hostname={prefix}{i}@%h",
+                "--pool=threads", "--loglevel=WARNING"]
+        procs.append((subprocess.Popen(args, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                       start_new_session=True), log))
+    try:
+        yield [p for p, _ in procs]
+    finally:
+        for proc, log in procs:
+            stop(proc)
+            log.close()
+
+
+def peak_rss_mb(pid: int) -> float:
+    """VmHWM of a live process (Linux), in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def run_json(args: list[str], env: dict[str, str], timeout: float = 1800) -> tuple[dict, float]:
+    """Run an afpbench command that prints JSON; returns (parsed output, wall seconds)."""
+    started = time.monotonic()
+    proc = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+    wall = time.monotonic() - started
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout), wall
+
+
+def emit(name: str, figures: dict, out_dir: Path | None = None) -> dict:
+    record = {"benchmark": name, "machine_after": machine(), **figures}
+    text = json.dumps(record, indent=2, default=str)
+    print(text, flush=True)
+    if out_dir:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / f"{name}.json").write_text(text)
+    return record
+
+
+def wait_workers_ready(broker_url: str, names: list[str], timeout: float = 120) -> float:
+    """Ping the workers over the broker until each answers; returns the seconds it took."""
+    from celery import Celery
+
+    app = Celery(broker=broker_url)
+    started = time.monotonic()
+    try:
+        while time.monotonic() - started < timeout:
+            replies = app.control.ping(timeout=1.0)
+            seen = {k.split("@")[0] for r in replies for k in r}
+            if set(names) <= seen:
+                return time.monotonic() - started
+        raise RuntimeError(f"workers {names} did not answer a ping within {timeout} s")
+    finally:
+        app.close()
+
+
+def sweep_span(database_url: str, sweep_id: str) -> dict:
+    """Seconds from the sweep row's creation to its last result, and attempt/429 counts, from SQL."""
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(database_url.replace("+psycopg", "+psycopg") if "postgres" in database_url
+                           else database_url)
+    with engine.connect() as conn:
+        created = conn.execute(text("select created_at from sweep where id = :s"), {"s": sweep_id}).scalar()
+        last = conn.execute(text("select max(created_at) from result where sweep_id = :s"),
+                            {"s": sweep_id}).scalar()
+        attempts = conn.execute(text("select count(*) from attempt a join cell c on c.id = a.cell_id "
+                                     "where c.sweep_id = :s"), {"s": sweep_id}).scalar()
+        limited = conn.execute(text("select count(*) from attempt a join cell c on c.id = a.cell_id "
+                                    "where c.sweep_id = :s and a.http_status = 429"), {"s": sweep_id}).scalar()
+        results = conn.execute(text("select count(distinct cell_id) from result where sweep_id = :s"),
+                               {"s": sweep_id}).scalar()
+    engine.dispose()
+    if isinstance(created, str):
+        from datetime import datetime
+
+        created, last = datetime.fromisoformat(created), datetime.fromisoformat(last)
+    return {"span_s": (last - created).total_seconds(), "attempts": attempts, "http_429": limited,
+            "cells_with_result": results}

@@ -1,0 +1,84 @@
+"""README command one, end to end: the zero-configuration demo, its reports, bundle and seal."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+
+import yaml
+
+from scoring.states import ResultState
+from tests.conftest import REPO
+from tests.e2e.test_cli_errors import afpbench
+
+SIX = {s.value for s in ResultState}
+
+
+def test_demo_runs_56_cells_to_six_states_with_raw_outputs(tmp_path):
+    proc = afpbench(["run", "--json"], tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["cells"] == 56 and summary["done"] == 56 and summary["simulated"] is True
+    assert set(summary["by_state"]) <= SIX and sum(summary["by_state"].values()) == 56
+    assert set(summary["by_condition"]) == {"A", "B", "C", "D"}
+    for condition, rate in summary["pass_rate_by_condition"].items():
+        counts = summary["by_condition"][condition]
+        assert rate["n"] == counts.get("MODEL_PASS", 0) + counts.get("MODEL_FAIL", 0)
+    assert "password" not in summary["database"]
+    con = sqlite3.connect(tmp_path / "afpbench.db")
+    missing = con.execute(
+        "select c.id, c.state from cell c left join attempt a on a.cell_id = c.id "
+        "where a.id is null or (a.output_text is null and c.state in ('MODEL_PASS', 'MODEL_FAIL'))"
+    ).fetchall()
+    simulated = con.execute("select count(*) from attempt where simulated = 1").fetchone()[0]
+    con.close()
+    assert missing == [], "every scored cell has its stored raw output"
+    assert simulated == 56
+
+    sweep = summary["sweep_id"]
+    for fmt, marker in (("md", "| A |"), ("json", '"pass_rate"'), ("html", "<svg")):
+        out = afpbench(["report", sweep, "--format", fmt], tmp_path)
+        assert out.returncode == 0 and marker in out.stdout and "SIMULATED" in out.stdout.upper(), out.stderr
+    bundle = afpbench(["export", sweep, str(tmp_path / "bundle")], tmp_path)
+    assert bundle.returncode == 0, bundle.stderr
+    assert (tmp_path / "bundle" / "STATUS.md").read_text().startswith("# Status: published")
+    again = afpbench(["export", sweep, str(tmp_path / "bundle")], tmp_path)
+    assert again.returncode == 2 and "bundle" in again.stderr, "an existing bundle is never overwritten"
+
+
+def test_verify_passes_then_names_the_fixture_changed_by_one_byte(tmp_path):
+    fixtures = tmp_path / "fx"
+    shutil.copytree(REPO / "fixtures" / "pilot", fixtures)
+    spec = tmp_path / "s.yaml"
+    spec.write_text(yaml.safe_dump({
+        "models": [{"provider": "sim", "model": "sim-1"}], "judges": [{"provider": "sim", "model": "sim-1"}],
+        "fixtures": {"dir": str(fixtures), "only": ["P03", "P04"]}, "conditions": ["A", "D"],
+    }))
+    run = afpbench(["run", str(spec), "--json"], tmp_path)
+    assert run.returncode == 0, run.stderr
+    sweep = json.loads(run.stdout)["sweep_id"]
+    ok = afpbench(["verify", sweep], tmp_path)
+    assert ok.returncode == 0 and "verified" in ok.stdout
+    text = (fixtures / "P03.yaml").read_text()
+    (fixtures / "P03.yaml").write_text(text.replace("1.0.0", "1.0.1", 1))
+    broken = afpbench(["verify", sweep], tmp_path)
+    assert broken.returncode == 1 and "fixtures/P03.yaml" in broken.stdout
+    assert "P04" not in broken.stdout
+    refused = afpbench(["resume", sweep], tmp_path)
+    assert refused.returncode == 2 and "P03.yaml" in refused.stderr
+
+
+def test_line_endings_do_not_break_the_seal(tmp_path):
+    fixtures = tmp_path / "fx"
+    shutil.copytree(REPO / "fixtures" / "pilot", fixtures)
+    spec = tmp_path / "s.yaml"
+    spec.write_text(yaml.safe_dump({
+        "models": [{"provider": "sim", "model": "sim-1"}], "judges": [],
+        "fixtures": {"dir": str(fixtures), "only": ["P01"]}, "conditions": ["A"],
+    }))
+    run = afpbench(["run", str(spec), "--json"], tmp_path)
+    sweep = json.loads(run.stdout)["sweep_id"]
+    path = fixtures / "P01.yaml"
+    path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
+    assert afpbench(["verify", sweep], tmp_path).returncode == 0
