@@ -23,9 +23,26 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness import (AFPBENCH, REDIS_URL, REPO, afp_env, emit, flush_redis, machine, make_fixtures, sim_process,
-                     sim_reset, sim_stats, sweep_span, throwaway_postgres, wait_workers_ready, workers,
-                     write_prompts, write_spec, run_json)
+from harness import (
+    AFPBENCH,
+    REDIS_URL,
+    REPO,
+    afp_env,
+    emit,
+    flush_redis,
+    machine,
+    make_fixtures,
+    run_json,
+    sim_process,
+    sim_reset,
+    sim_stats,
+    sweep_span,
+    throwaway_postgres,
+    wait_workers_ready,
+    workers,
+    write_prompts,
+    write_spec,
+)
 
 BENCH_VENV = Path(os.environ.get("AFP_BENCH_VENV", "/work/bench-venv"))
 READ_SPAN = """
@@ -49,17 +66,22 @@ def run_inspect(sim_url: str, prompts: Path, concurrency: int, work: Path) -> di
     log_dir = work / "inspect-logs"
     env = {**os.environ, "OPENAI_BASE_URL": sim_url, "OPENAI_API_KEY": "dummy-key-not-secret",
            "AFP_BENCH_PROMPTS": str(prompts), "INSPECT_LOG_DIR": str(log_dir)}
-    args = [str(BENCH_VENV / "bin" / "inspect"), "eval", str(REPO / "benchmarks" / "inspect_task.py"),
-            "--model", "openai/sim-plain", f"--max-connections={concurrency}", f"--max-samples={concurrency}",
+    # The task path is relative (cwd benchmarks/): Inspect refuses absolute ones.
+    args = [str(BENCH_VENV / "bin" / "inspect"), "eval", "inspect_task.py",
+            "--model", "openai/sim-plain", "-M", "responses_api=false",  # the sim serves Chat Completions
+            f"--max-connections={concurrency}", f"--max-samples={concurrency}",
             "--display=none", f"--log-dir={log_dir}"]
     started = time.monotonic()
-    proc = subprocess.run(args, env=env, capture_output=True, text=True, timeout=3600)
+    proc = subprocess.run(args, env=env, cwd=REPO / "benchmarks", capture_output=True, text=True,
+                          timeout=3600)
     wall = time.monotonic() - started
     if proc.returncode != 0:
         raise RuntimeError(f"inspect eval failed:\n{proc.stderr[-3000:]}")
     log = max(log_dir.glob("*.eval"), key=lambda p: p.stat().st_mtime)
     info = json.loads(subprocess.run([str(BENCH_VENV / "bin" / "python"), "-c", READ_SPAN, str(log)],
                                      capture_output=True, text=True, check=True).stdout)
+    if info["status"] != "success":
+        raise RuntimeError(f"inspect eval ended {info['status']}: see {log}")
     span = _iso_span(info["started_at"], info["completed_at"])
     return {"wall_s": round(wall, 2), "span_s": round(span, 2), "samples": info["samples"],
             "status": info["status"], "inspect_ai": info["version"]}

@@ -44,7 +44,10 @@ def make_app() -> Celery:
         task_ignore_result=True,
         result_backend=None,
         task_time_limit=settings.task_hard_time_limit_s,
-        task_soft_time_limit=max(1, settings.task_hard_time_limit_s - 30),
+        # Reliability fix: was max(1, hard - 30), i.e. 1 s for any hard limit up to 31 s; a soft limit
+        # that fires inside SQLAlchemy can leave a prefork child broken. Keep 30 s (a quarter of short
+        # limits) between the soft and the hard limit.
+        task_soft_time_limit=max(1, settings.task_hard_time_limit_s - min(30, settings.task_hard_time_limit_s // 4)),
         broker_transport_options=transport_options,
         broker_connection_retry_on_startup=True,
         worker_send_task_events=True,
@@ -88,11 +91,19 @@ def _survive_broker_loss() -> None:
 
 _survive_broker_loss()
 app = make_app()
+# Thread-pool workers resolve retries through the default app; without this a retry published to
+# Celery's built-in default broker (amqp://localhost) instead of ours.
+app.set_default()
 
 
 @worker_process_init.connect
 def _fresh_connections(**_kwargs) -> None:
     # A forked pool child must not share the parent's database connections.
+    from sqlalchemy.orm import configure_mappers
+
     from workers.db import dispose_engines
 
     dispose_engines()
+    # Reliability fix: configure the ORM mappers now, not inside the child's first task, where a time
+    # limit interrupting the configuration leaves every mapper of that child failing for good.
+    configure_mappers()

@@ -46,10 +46,15 @@ def get_engine(url: str | None = None) -> Engine:
         except ArgumentError as exc:
             raise DatabaseConfigError(f"AFP_DATABASE_URL is not a database URL: {exc}") from None
         if parsed.drivername.startswith("sqlite"):
-            engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+            # No cap on pooled SQLite connections (they are file handles): with the default 5 + 10, an
+            # embedded run with --threads 50 timed out waiting for a connection (QueuePool TimeoutError,
+            # not retried) while other threads waited on the write lock. Writers still queue in SQLite.
+            engine = create_engine(
+                url, connect_args={"check_same_thread": False, "timeout": 30}, pool_size=16, max_overflow=-1
+            )
             event.listen(engine, "connect", _sqlite_pragmas)
         else:
-            engine = create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+            engine = create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=60)
         # The schema comes from the migrations (workers/migrations/), never from create_all: SQLite and a
         # fresh PostgreSQL are brought to head here; a database behind the code raises SchemaBehind.
         from workers.migrate import ensure_schema

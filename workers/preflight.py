@@ -51,7 +51,8 @@ def preflight(model: ModelSpec, timeout_s: float = 10.0) -> None:
     # Security fix: the bare key too, not only the header value ("Bearer <key>"): a server may echo the
     # key alone, and a key with no recognisable shape is then caught by nothing else.
     secrets = [v for v in (*headers.values(), key_for_quiet(endpoint_for(model))) if v]
-    body = mask_secrets(response.text[:300], secrets).replace("\n", " ")
+    # Mask first, then cut: a key cut in half is recognised by no mask. The 64 KB window bounds the work.
+    body = mask_secrets(response.text[:65536], secrets)[:300].replace("\n", " ")
     if response.status_code in (401, 403):
         raise PreflightError(
             f"model {model.display}: {response.status_code} from {url}: the API key was refused "

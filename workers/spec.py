@@ -167,6 +167,15 @@ class SweepSpec(_Strict):
     pass_rule: PassRuleSpec = Field(default_factory=PassRuleSpec)
     dispute_rule: DisputeRuleSpec = Field(default_factory=DisputeRuleSpec)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_literal_secrets(cls, data: Any) -> Any:
+        # Also here, not only in parse_spec: the HTTP API validates posted specs with this model directly.
+        where = _literal_secret_at(data)
+        if where:
+            raise ValueError(f"{where}: looks like a literal credential; name an environment variable in 'api_key_env'")
+        return data
+
     @field_validator("conditions")
     @classmethod
     def _conditions(cls, v: list[str]) -> list[str]:

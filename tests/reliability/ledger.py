@@ -19,10 +19,12 @@ from sqlalchemy.exc import OperationalError
 from tests.conftest import REPO
 
 # Tight timings for tests, keeping the order the settings require: hard limit < visibility < lease.
+# The hard limit must leave room for one more round of a tool conversation (connect timeout 10 s + the
+# model's timeout_s, 3 s in these specs), or the conversation stops early (workers/execution.py).
 FAST_TIMING = {
-    "AFP_TASK_HARD_TIME_LIMIT_S": "10",
-    "AFP_VISIBILITY_TIMEOUT_S": "15",
-    "AFP_LEASE_EXPIRY_S": "20",
+    "AFP_TASK_HARD_TIME_LIMIT_S": "20",
+    "AFP_VISIBILITY_TIMEOUT_S": "25",
+    "AFP_LEASE_EXPIRY_S": "30",
     "AFP_RECONCILE_INTERVAL_S": "5",
     "AFP_RECONCILE_STALE_S": "60",
 }
@@ -35,9 +37,9 @@ def sweep_spec(sim_url: str, poison_url: str | None, repeats: int, name: str = "
     # well above what this machine executes, so queued cells never wait long enough to look lost.
     limits = {"requests_per_min": 1800, "burst": 30}
     models = [{"provider": "sim", "model": "sim-rel-a", "label": "sim-a (simulated)", "base_url": sim_url,
-               "limits": limits},
+               "limits": limits, "timeout_s": 3},
               {"provider": "sim", "model": "sim-rel-b", "label": "sim-b (simulated)",
-               "base_url": poison_url or sim_url, "limits": limits}]
+               "base_url": poison_url or sim_url, "limits": limits, "timeout_s": 3}]
     return {"name": name, "models": models, "judges": [], "repeats": repeats, "high_risk_repeats": repeats}
 
 

@@ -22,7 +22,7 @@ def test_broker_restarted_empty_mid_sweep_loses_and_doubles_nothing(reliability_
     fleet = fleet_factory(env)
     fleet.start(queues="control", beat=True, name="beat")
     workers = [fleet.start(), fleet.start()]
-    sweep_id = create_sweep(sweep_spec(sim.base_url, None, 8), env, tmp_path)
+    sweep_id = create_sweep(sweep_spec(sim.base_url, None, 6), env, tmp_path)
     cells = read_ledger(reliability_db, sweep_id).cells
     plan = ChaosPlan(redis_restarts=1, every_s=6.0, until_fraction=0.6)
     report = run_with_chaos(fleet, env, reliability_db, sweep_id, cells, plan, redis=private_redis, timeout_s=240)

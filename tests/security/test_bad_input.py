@@ -239,3 +239,15 @@ def test_yaml_anchors_within_limits_still_work_in_a_spec(tmp_path):
     loaded = load_spec(spec)
     assert loaded.models[0].limits == loaded.models[1].limits
     assert loaded.models[1].limits.burst == 2
+
+
+def test_a_spec_validated_directly_also_refuses_literal_credentials():
+    """The HTTP API validates a posted spec with SweepSpec itself, not through parse_spec."""
+    from pydantic import ValidationError
+
+    from workers.spec import SweepSpec
+
+    with pytest.raises(ValidationError, match=r"models\.0\.params\.token: looks like a literal credential"):
+        SweepSpec.model_validate({"models": [{**SIM, "params": {"token": "t0k3n"}}]})
+    with pytest.raises(ValidationError, match="AFP_API_TOKEN is afpbench's own secret"):
+        SweepSpec.model_validate({"models": [{**SIM, "api_key_env": "AFP_API_TOKEN"}]})

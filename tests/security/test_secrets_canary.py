@@ -67,7 +67,15 @@ def echo_error(code: int, extra_headers: dict | None = None) -> fs.Behaviour:
     return run
 
 
+def html_error_cutting_the_key(h: fs.Handler, n: int, req: dict) -> None:
+    """A proxy's HTML error page (not JSON) with the bare key straddling the 120-character snippet the
+    error line keeps: cutting before masking would leave a key prefix that no mask recognises."""
+    head = "<html><body>" + "x" * 80 + " you sent "
+    h.send_json(502, f"{head}{_key(h)} (sorry)</body></html>")
+
+
 ROUTES = {
+    "echo-502-html": html_error_cutting_the_key,
     "echo-answer": echo_answer,
     "echo-answer-plain": echo_answer,
     "echo-429-then-answer": fs.first(1, echo_error(429, {"Retry-After": "0.2"}), echo_answer),
@@ -87,6 +95,7 @@ def canary_run(tmp_path_factory) -> tuple[SweepRun, Path, dict]:
             http_model("echo-429", server.base_url("echo-429-then-answer"), api_key_env="AFP_CANARY_PLAIN"),
             http_model("echo-500", server.base_url("echo-500"), api_key_env="AFP_CANARY_PLAIN"),
             http_model("echo-401", server.base_url("echo-401"), api_key_env="AFP_CANARY_SHAPED"),
+            http_model("echo-502-html", server.base_url("echo-502-html"), api_key_env="AFP_CANARY_PLAIN"),
         ]
         judge = http_model("echo-judge", server.base_url("echo-judge"), api_key_env="AFP_CANARY_JUDGE")
         spec = {"name": "canary", "models": models, "judges": [judge],
@@ -161,6 +170,8 @@ def test_the_echo_reached_storage_masked_not_dropped(canary_run):
     failed = [a for c in run.cells_of("echo-500") for a in run.attempts_of(c)]
     assert failed and all("Authorization: Bearer ***" in a.error for a in failed)
     assert all("Bearer ***" in a.rounds[0]["raw_body"] for a in failed)
+    cut = [a for c in run.cells_of("echo-502-html") for a in run.attempts_of(c)]
+    assert cut and all(a.error.startswith("502: <html>") and "you sent *** (sorry)" in a.error for a in cut)
 
 
 def test_model_text_keeps_key_shaped_text_that_is_not_a_secret(canary_run):
@@ -207,3 +218,16 @@ def test_preflight_refusal_echoing_a_plain_key_does_not_print_it(tmp_path):
 class _EchoingModelsHandler(fs.Handler):
     def do_GET(self) -> None:  # noqa: N802 - stdlib naming
         self.send_json(401, {"error": {"message": f"bad key {_key(self)}", "code": "invalid_api_key"}})
+
+
+def test_a_key_with_a_line_break_is_a_config_error_that_does_not_quote_the_key(monkeypatch):
+    """requests quotes a bad header value in its error; the adapter must not store that message."""
+    from workers.providers.base import ChatRequest, Endpoint
+    from workers.providers.registry import adapter_for
+
+    monkeypatch.setenv("AFP_CANARY_NEWLINE", KEY_PLAIN + "\n")
+    endpoint = Endpoint("openai-compatible", "m", "http://127.0.0.1:9/v1", "AFP_CANARY_NEWLINE")
+    result = adapter_for("openai-compatible").call(endpoint, ChatRequest([{"role": "user", "content": "hi"}]))
+    assert result.outcome.value == "auth_error", "retrying cannot fix a malformed key"
+    assert "line break" in result.error
+    assert _leaks(json.dumps(result.request_sent).encode() + result.error.encode()) == []

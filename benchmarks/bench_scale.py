@@ -1,0 +1,112 @@
+"""Benchmark 3: a 100,000-cell sweep. Expansion (validity gate, seal, one transaction with every cell
+row) and enqueue (one message per released cell, to Redis DB 13), timed in a coordinator process of
+its own so its peak RSS is its own; then one worker drains messages for a while and its peak RSS is
+read at intervals (flat memory = the same peak late as early).
+
+    /work/venv/bin/python benchmarks/bench_scale.py [--fixtures 1000] [--models 100] [--conditions A]
+        [--repeats 1] [--worker-seconds 60] [--out DIR]
+
+Default shape: 1,000 fixtures x 100 simulated models x condition A = 100,000 cells. Release is
+windowed per model (workers/dispatch.py: 1,000 cells per model without a declared rate), so with 100
+models all 100,000 are enqueued at once; with 1 model x 4 conditions x 25 repeats only the first
+1,000 would be. Aggregation of 100,000 cells is timed by benchmarks/bench_aggregate.py. SIMULATED.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from harness import (
+    AFPBENCH,
+    REDIS_URL,
+    REPO,
+    afp_env,
+    emit,
+    flush_redis,
+    machine,
+    make_fixtures,
+    peak_rss_mb,
+    sim_process,
+    throwaway_postgres,
+    workers,
+    write_spec,
+)
+
+COORDINATOR = """
+import json, resource, sys, time
+t0 = time.monotonic()
+from workers.runs import start_sweep
+from workers.spec import load_spec
+from workers.db import get_engine
+get_engine()
+spec = load_spec(sys.argv[1])
+t1 = time.monotonic()
+sweep_id = start_sweep(spec, check_endpoints=False)
+t2 = time.monotonic()
+print(json.dumps({"sweep_id": sweep_id, "import_and_schema_s": t1 - t0, "expand_and_enqueue_s": t2 - t1,
+                  "coordinator_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def queue_depth() -> int:
+    import redis
+
+    r = redis.Redis.from_url(REDIS_URL)
+    return sum(r.llen(k) for k in r.keys("exec.*") + r.keys("score"))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--fixtures", type=int, default=1000)
+    ap.add_argument("--models", type=int, default=100)
+    ap.add_argument("--conditions", default="A")
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--worker-seconds", type=float, default=60.0)
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+    before = machine()
+    conditions = args.conditions.split(",")
+    with tempfile.TemporaryDirectory(prefix="afp-bench-") as tmp:
+        work = Path(tmp)
+        make_fixtures(work / "fixtures", args.fixtures)
+        with sim_process(log=work / "sim.log") as sim_url, throwaway_postgres() as db:
+            spec = write_spec(work / "spec.yaml", sim_url, work / "fixtures", conditions=conditions,
+                              repeats=args.repeats, models=args.models)
+            flush_redis()
+            env = afp_env(db, REDIS_URL)
+            subprocess.run([*AFPBENCH, "db", "upgrade"], cwd=REPO, env=env, check=True, capture_output=True)
+            started = time.monotonic()
+            proc = subprocess.run([sys.executable, "-c", COORDINATOR, str(spec)], cwd=REPO, env=env,
+                                  capture_output=True, text=True, timeout=1800)
+            if proc.returncode != 0:
+                raise RuntimeError(proc.stderr[-3000:])
+            coordinator = json.loads(proc.stdout.strip().splitlines()[-1])
+            coordinator["process_wall_s"] = time.monotonic() - started
+            depth = queue_depth()
+            samples = []
+            with workers(env, 1, 8, work, prefix="scale") as procs:
+                t0 = time.monotonic()
+                while time.monotonic() - t0 < args.worker_seconds:
+                    time.sleep(min(10.0, args.worker_seconds / 6))
+                    samples.append({"t_s": round(time.monotonic() - t0, 1),
+                                    "worker_peak_rss_mb": round(peak_rss_mb(procs[0].pid), 1),
+                                    "queue_depth": queue_depth()})
+            flush_redis()
+    cells = args.fixtures * args.models * len(conditions) * args.repeats
+    emit("scale", {
+        "machine_before": before, "cells": cells, "shape": f"{args.fixtures} fixtures x {args.models} models x "
+        f"{len(conditions)} conditions x {args.repeats} repeats",
+        **{k: round(v, 2) if isinstance(v, float) else v for k, v in coordinator.items()},
+        "queued_messages_after_start": depth, "worker_rss_samples": samples,
+        "aggregation": "see benchmarks/bench_aggregate.py",
+    }, args.out)
+
+
+if __name__ == "__main__":
+    main()
