@@ -11,7 +11,7 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from sqlalchemy import func
+from sqlalchemy import func, insert
 from sqlmodel import Session, select
 
 from scoring.render import render
@@ -96,37 +96,31 @@ def create_sweep(session: Session, spec: SweepSpec, inputs: SweepInputs | None =
     session.add(sweep)
     session.flush()
     now = utcnow()
+    # Per model and per fixture once, not per cell: a 100k-cell sweep must not hash 100k times.
+    models = [(m.display, m.model_hash, m.provider) for m in spec.models]
+    invalid = {
+        fx_id: None
+        if gate["passed"]
+        else "validity gate failed: " + "; ".join(f"{f['check']}: {f['detail']}" for f in gate["failures"])
+        for fx_id, gate in validity.items()
+    }
     rows = []
     for pc in plan.cells:
-        model = spec.models[pc.model_index]
+        label, model_hash, provider = models[pc.model_index]
         fx = inputs.fixtures[pc.fixture_id]
-        gate = validity[fx.id]
         # A fixture that fails the validity gate is not sent to any model: its cells are INVALID_TEST,
         # naming the failed checks, and stay visible (out of every denominator).
-        invalid_reason = (
-            None
-            if gate["passed"]
-            else "validity gate failed: "
-            + "; ".join(f"{f['check']}: {f['detail']}" for f in gate["failures"])
-        )
-        rows.append(
-            Cell(
-                sweep_id=sweep.id,
-                model_label=model.display,
-                model_hash=model.model_hash,
-                provider=model.provider,
-                condition=pc.condition,
-                fixture_id=fx.id,
-                fixture_version=fx.version,
-                repeat=pc.repeat,
-                high_risk=fx.high_risk,
-                updated_at=now,
-                phase=Phase.done if invalid_reason else Phase.pending,
-                state=ResultState.INVALID_TEST.value if invalid_reason else None,
-                state_reason=invalid_reason,
-            )
-        )
-    session.add_all(rows)
+        reason = invalid[fx.id]
+        rows.append({
+            "sweep_id": sweep.id, "model_label": label, "model_hash": model_hash, "provider": provider,
+            "condition": pc.condition, "fixture_id": fx.id, "fixture_version": fx.version, "repeat": pc.repeat,
+            "high_risk": fx.high_risk, "updated_at": now, "attempts": 0,
+            "phase": Phase.done if reason else Phase.pending,
+            "state": ResultState.INVALID_TEST.value if reason else None, "state_reason": reason,
+        })
+    # Plain executemany in chunks: ORM unit-of-work and giant multi-row statements were the 100k bottleneck.
+    for start in range(0, len(rows), 5000):
+        session.execute(insert(Cell), rows[start : start + 5000])
     session.flush()
     return sweep
 

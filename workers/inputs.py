@@ -80,6 +80,7 @@ def inputs_from_stored(spec_json: dict[str, Any], stored: dict[str, Any]) -> Swe
 
 _cache: dict[str, SweepInputs] = {}
 _cache_lock = threading.Lock()
+_build_lock = threading.Lock()
 
 
 def inputs_for(session, sweep_id: str) -> SweepInputs:
@@ -93,11 +94,16 @@ def inputs_for(session, sweep_id: str) -> SweepInputs:
 
     from workers.models import Sweep
 
-    spec, stored = session.exec(select(Sweep.spec, Sweep.inputs).where(Sweep.id == sweep_id)).one()
-    built = inputs_from_stored(spec, stored)
-    with _cache_lock:
-        _cache[sweep_id] = built
-    return built
+    with _build_lock:  # one thread parses the fixture set; the others wait and take the cached copy
+        with _cache_lock:
+            hit = _cache.get(sweep_id)
+        if hit is not None:
+            return hit
+        spec, stored = session.exec(select(Sweep.spec, Sweep.inputs).where(Sweep.id == sweep_id)).one()
+        built = inputs_from_stored(spec, stored)
+        with _cache_lock:
+            _cache[sweep_id] = built
+        return built
 
 
 _validity_cache: dict[str, dict] = {}
