@@ -63,10 +63,9 @@ def list_(sweep: str | None = typer.Argument(None)) -> None:
 @adjudicate_app.command("show")
 def show(cell: int) -> None:
     """The run record of a disputed cell: response, judge rationales, dispute reasons, history."""
-    from workers.records import run_record
-
     from workers.adjudication import history
     from workers.db import session_scope
+    from workers.records import run_record
 
     with session_scope() as session:
         record = run_record(session, cell)
@@ -101,7 +100,8 @@ def decide(
     except AdjudicationError as exc:
         raise CommandError(str(exc)) from None
     typer.echo(
-        f"cell {out['cell_id']} is now {out['state']} (adjudication {out['adjudication_id']}, scoring run {out['scoring_run']})"
+        f"cell {out['cell_id']} is now {out['state']} "
+        f"(adjudication {out['adjudication_id']}, scoring run {out['scoring_run']})"
     )
 
 
