@@ -97,16 +97,18 @@ def _claim(session: Session, cell_id: int, worker: str, lease_s: float) -> _Clai
             attempts=Cell.attempts + 1,
             updated_at=now,
         )
+        .returning(Cell.attempts)
     )
-    if result.rowcount != 1:
+    number = result.scalar_one_or_none()
+    if number is None:
         return None
-    number = session.execute(select(Cell.attempts).where(Cell.id == cell_id)).scalar_one()
-    session.execute(
-        update(Attempt)
-        .where(Attempt.cell_id == cell_id, Attempt.outcome == ATTEMPT_STARTED)
-        .values(outcome=ATTEMPT_INTERRUPTED, finished_at=now,
-                error=f"worker lost before the attempt finished; attempt {number} took over after its lease")
-    )
+    if number > 1:
+        session.execute(
+            update(Attempt)
+            .where(Attempt.cell_id == cell_id, Attempt.outcome == ATTEMPT_STARTED)
+            .values(outcome=ATTEMPT_INTERRUPTED, finished_at=now,
+                    error=f"worker lost before the attempt finished; attempt {number} took over after its lease")
+        )
     attempt = Attempt(cell_id=cell_id, number=number, worker=worker, started_at=now, outcome=ATTEMPT_STARTED)
     session.add(attempt)
     session.flush()

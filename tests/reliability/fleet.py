@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.conftest import REPO
+from tests.reliability.services import die_with_parent
 
 
 @dataclass
@@ -56,7 +57,7 @@ class WorkerFleet:
         with open(log_path, "w") as log:
             # cwd is the log folder: beat writes its schedule file in the working directory.
             proc = subprocess.Popen(args, cwd=self.log_dir, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
+                                    start_new_session=True, preexec_fn=die_with_parent)
         worker = Worker(name, proc, log_path, pool)
         self.workers[name] = worker
         return worker

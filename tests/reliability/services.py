@@ -8,9 +8,11 @@ is a crash: in-flight transactions are rolled back on the way up).
 
 from __future__ import annotations
 
+import ctypes
 import glob
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -20,6 +22,15 @@ from pathlib import Path
 
 class ServiceUnavailable(RuntimeError):
     """The service cannot be run here (binary missing, no postgres OS user...)."""
+
+
+def die_with_parent() -> None:
+    """preexec_fn for test subprocesses: Linux sends SIGKILL to the child when the test process dies, so
+    a test run killed by a timeout leaves no worker or broker behind (no-op where prctl is missing)."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def free_port() -> int:
@@ -59,7 +70,7 @@ class PrivateRedis:
         self.proc = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
              "--daemonize", "no"],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=die_with_parent,
         )
         if not _wait_port(self.port, 10):
             raise ServiceUnavailable(f"redis-server did not listen on port {self.port}")

@@ -60,7 +60,7 @@ def test_sigkilled_workers_lose_no_cell_and_double_no_result(reliability_db, pri
                                                            tmp_path):
     """2,048 cells, two threaded workers, six SIGKILLs of a whole worker (each replaced): every cell is
     done once with one result; killed tries stay on record as interrupted attempts (attempts > cells)."""
-    plan = ChaosPlan(worker_kills=6, every_s=7.0, until_fraction=0.7, pool="threads")
+    plan = ChaosPlan(worker_kills=6, every_s=6.0, until_fraction=0.8, pool="threads")
     report, ledger, poison, logs, _ = _run(reliability_db, private_redis, sim, fleet_factory, tmp_path, 32, plan, 420)
     assert ledger.cells == 2048
     assert report.worker_kills == 6 and report.worker_restarts == 6, report
@@ -74,7 +74,7 @@ def test_prefork_pool_children_killed_mid_task_are_redelivered(reliability_db, p
                                                                tmp_path):
     """Prefork pool: SIGKILL single pool children (WorkerLostError, message rejected back to the queue)
     and once a whole worker; the same exactly-once ledger holds."""
-    plan = ChaosPlan(worker_kills=1, child_kills=5, every_s=4.0, until_fraction=0.8, pool="prefork")
+    plan = ChaosPlan(worker_kills=1, child_kills=5, every_s=2.5, until_fraction=0.9, pool="prefork")
     report, ledger, poison, logs, lost_jobs = _run(reliability_db, private_redis, sim, fleet_factory, tmp_path, 4, plan,
                                                    240)
     assert report.child_kills == 5 and report.worker_kills == 1, report
