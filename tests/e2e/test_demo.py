@@ -82,3 +82,25 @@ def test_line_endings_do_not_break_the_seal(tmp_path):
     path = fixtures / "P01.yaml"
     path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
     assert afpbench(["verify", sweep], tmp_path).returncode == 0
+
+
+def test_rescore_adds_a_scoring_run_and_calibrate_reports_agreement(tmp_path):
+    spec = tmp_path / "s.yaml"
+    spec.write_text(yaml.safe_dump({
+        "models": [{"provider": "sim", "model": "sim-1"}], "judges": [{"provider": "sim", "model": "sim-1"}],
+        "fixtures": {"only": ["P02", "P08"]}, "conditions": ["A", "C"],
+    }))
+    run = afpbench(["run", str(spec), "--json"], tmp_path)
+    assert run.returncode == 0, run.stderr
+    sweep = json.loads(run.stdout)["sweep_id"]
+    rescored = afpbench(["rescore", sweep], tmp_path)
+    assert rescored.returncode == 0 and "rescored 4 cells" in rescored.stdout, rescored.stderr
+    con = sqlite3.connect(tmp_path / "afpbench.db")
+    runs = con.execute("select cell_id, group_concat(scoring_run) from result group by cell_id").fetchall()
+    con.close()
+    assert all(r[1].split(",") == ["1", "2"] for r in runs), "re-scoring adds a run; the first stays queryable"
+    calibrated = afpbench(["calibrate", "--judge", "sim:sim-1", "--json"], tmp_path)
+    assert calibrated.returncode == 0, calibrated.stderr
+    report = json.loads(calibrated.stdout)
+    assert report["simulated"] is True and report["items"] >= 32 and report["unparseable"] == 0
+    assert report["kappa"] == 1.0 and all(v == 1.0 for v in report["exact_by_dimension"].values())
