@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass, field
-from datetime import timedelta
 
 from sqlalchemy import func, insert
 from sqlmodel import Session, select
@@ -19,7 +18,7 @@ from scoring.states import ResultState
 from scoring.validity import check_fixture
 from scoring.vocabulary import afp_terms
 from workers.inputs import SweepInputs, inputs_for_sweep, load_inputs
-from workers.models import Cell, Phase, Sweep, SweepStatus, utcnow
+from workers.models import Cell, Phase, Sweep, utcnow
 from workers.seal import afpbench_version, changed_components, seal_components, seal_hash
 from workers.spec import SweepSpec
 
@@ -158,23 +157,3 @@ def stored_inputs_intact(sweep: Sweep) -> list[str]:
     current = seal_components(inputs.seal_inputs())
     current["afpbench_version"] = sweep.seal_components.get("afpbench_version")
     return changed_components(sweep.seal_components, current)
-
-
-def stale_cells(session: Session, sweep_id: str, older_than: timedelta) -> list[Cell]:
-    """Cells in a non-terminal phase whose lease expired or that were queued long ago (lost messages)."""
-    cutoff = utcnow() - older_than
-    q = select(Cell).where(
-        Cell.sweep_id == sweep_id,
-        Cell.phase.in_([Phase.queued, Phase.executing, Phase.awaiting_score, Phase.scoring]),
-        Cell.updated_at < cutoff,
-    )
-    return [c for c in session.exec(q) if c.lease_until is None or c.lease_until < utcnow()]
-
-
-def set_status(session: Session, sweep_id: str, status: SweepStatus) -> None:
-    sweep = session.get(Sweep, sweep_id)
-    if sweep is not None:
-        sweep.status = status
-        if status != SweepStatus.running:
-            sweep.finished_at = utcnow()
-        session.add(sweep)

@@ -366,7 +366,3 @@ def stop_model(session: Session, cell: Cell, reason: str) -> int:
         session.add(sweep)
     log.warning(json.dumps({"event": "model_stopped", "sweep": cell.sweep_id, "model": cell.model_label}))
     return res.rowcount
-
-
-def cells_of_sweep(session: Session, sweep_id: str) -> list[Cell]:
-    return list(session.exec(select(Cell).where(Cell.sweep_id == sweep_id)))

@@ -17,7 +17,6 @@ from sqlmodel import Session, select
 from reference.hashing import text_sha256
 from scoring.assertions import run_assertions
 from scoring.judge import Judgement, JudgementError, build_judge_messages, read_judgement
-from scoring.states import ResultState
 from scoring.validity import ValidityFailure, ValidityReport
 from scoring.verdict import DisputeRule, PassRule, Verdict, decide
 from workers.db import session_scope
@@ -114,6 +113,15 @@ def _judge_round(
         fixture, response, inputs.judge_prompt, originated, swapped=judge_round == 2
     )
     prompt_hash = text_sha256(inputs.judge_prompt)
+
+    def row(judge: ModelSpec, raw: str | None, parsed: dict | None, parse_error: str | None) -> JudgementRow:
+        """Every try is kept: the raw text, and either the parsed judgement or why it is unusable."""
+        return JudgementRow(
+            cell_id=cell.id, scoring_run=scoring_run, judge_label=judge.display, judge_round=judge_round,
+            prompt_sha256=prompt_hash, raw_text=raw, parsed=parsed, parse_error=parse_error,
+            simulated=judge.simulated,
+        )
+
     usable: list[Judgement] = []
     failures = 0
     for judge in judges:
@@ -123,35 +131,13 @@ def _judge_round(
             raw, error = _call_judge(judge, messages, f"{cell.key}|judge{judge_round}")
             if error:
                 infra_errors += 1
-                session.add(
-                    JudgementRow(
-                        cell_id=cell.id,
-                        scoring_run=scoring_run,
-                        judge_label=judge.display,
-                        judge_round=judge_round,
-                        prompt_sha256=prompt_hash,
-                        raw_text=None,
-                        parse_error=f"judge call failed: {error}",
-                        simulated=judge.simulated,
-                    )
-                )
+                session.add(row(judge, None, None, f"judge call failed: {error}"))
                 continue
             parsed = read_judgement(raw, fatal_ids, response)
-            session.add(
-                JudgementRow(
-                    cell_id=cell.id,
-                    scoring_run=scoring_run,
-                    judge_label=judge.display,
-                    judge_round=judge_round,
-                    prompt_sha256=prompt_hash,
-                    raw_text=raw,
-                    parsed=_judgement_json(parsed) if isinstance(parsed, Judgement) else None,
-                    parse_error=parsed.reason if isinstance(parsed, JudgementError) else None,
-                    simulated=judge.simulated,
-                )
-            )
             if isinstance(parsed, Judgement):
+                session.add(row(judge, raw, _judgement_json(parsed), None))
                 break
+            session.add(row(judge, raw, None, parsed.reason))
         if infra_errors and parsed is None:
             raise JudgeUnavailable(f"judge {judge.display} unavailable: {infra_errors} failed calls")
         if isinstance(parsed, Judgement):
@@ -274,10 +260,3 @@ def write_result(session: Session, cell_id: int, run: int, verdict: Verdict, det
     cell.updated_at = utcnow()
     session.add(cell)
     return row
-
-
-def disputed_cells(session: Session, sweep_id: str | None = None) -> list[Cell]:
-    q = select(Cell).where(Cell.state == ResultState.GRADER_DISPUTE.value)
-    if sweep_id:
-        q = q.where(Cell.sweep_id == sweep_id)
-    return list(session.exec(q.order_by(Cell.id)))
