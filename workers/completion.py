@@ -8,8 +8,10 @@ from sqlalchemy import func
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import select
 
-from workers.db import session_scope
+from workers.db import session_scope, transaction
 from workers.models import Aggregate, Cell, Phase, Sweep, SweepStatus, utcnow
+
+OPEN_PHASES = [p.value for p in Phase if p != Phase.done]
 
 
 def open_cells(session, sweep_id: str) -> int:
@@ -19,15 +21,16 @@ def open_cells(session, sweep_id: str) -> int:
 
 
 def any_open(session, sweep_id: str) -> bool:
-    """Cheap on the per-task path: stops at the first unfinished cell (index on sweep_id, phase)."""
-    q = select(Cell.id).where(Cell.sweep_id == sweep_id, Cell.phase != Phase.done).limit(1)
-    return session.exec(q).first() is not None
+    """Cheap on the per-task path: index seeks on (sweep_id, phase) for each open phase, first row only.
+    (`phase != done` would walk every done cell of the sweep first: quadratic over a big sweep.)"""
+    q = select(Cell.id).where(Cell.sweep_id == sweep_id, Cell.phase.in_(OPEN_PHASES)).limit(1)
+    return session.execute(q).first() is not None  # an ORM session or a Core connection
 
 
 def claim_aggregate(sweep_id: str, worker: str) -> bool:
     """True for exactly one caller once every cell of the sweep is done."""
-    with session_scope() as session:
-        if any_open(session, sweep_id):
+    with transaction() as conn:
+        if any_open(conn, sweep_id):
             return False
     try:
         with session_scope() as session:

@@ -6,12 +6,13 @@ write concurrently; PostgreSQL is used through psycopg 3 (postgresql+psycopg://.
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from sqlalchemy import event
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlmodel import Session, create_engine
 
@@ -35,6 +36,38 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:
     cur.close()
 
 
+_WRITE_VERBS = ("INSERT", "UPDATE", "DELETE", "REPLACE")
+_HOLDS_WRITER = "afpbench_sqlite_writer"
+
+
+def _serialise_sqlite_writers(engine: Engine) -> None:
+    """One writing transaction at a time per process, queued on a Python lock.
+
+    SQLite allows one writer per file; a thread that finds the file locked waits in SQLite's busy
+    handler, which sleeps in steps of up to 100 ms whatever happens meanwhile. With 50 embedded threads
+    those sleeps, not work, were most of a sweep's time. A thread now takes this lock at its
+    transaction's first write (pysqlite opens the write transaction there too) and gives it back when
+    the connection returns to the pool, after the commit or rollback. Reads are never held up (WAL), and
+    other processes on the same file still meet SQLite's own lock and busy timeout.
+    """
+    writer = threading.Lock()  # not an RLock: the pool may check a connection in from another thread
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def _take(conn, _cursor, statement, _params, _context, _many):
+        if conn.info.get(_HOLDS_WRITER) or not statement.lstrip()[:7].upper().startswith(_WRITE_VERBS):
+            return
+        if not writer.acquire(timeout=30):
+            raise sqlite3.OperationalError("database is locked (waited 30 s for this process's writer lock)")
+        conn.info[_HOLDS_WRITER] = True
+
+    def _give_back(_dbapi_connection, record, *_rest):
+        if record is not None and record.info.pop(_HOLDS_WRITER, False):
+            writer.release()
+
+    event.listen(engine.pool, "checkin", _give_back)
+    event.listen(engine.pool, "invalidate", _give_back)
+
+
 def get_engine(url: str | None = None) -> Engine:
     url = url or get_settings().database_url
     with _lock:
@@ -53,6 +86,7 @@ def get_engine(url: str | None = None) -> Engine:
                 url, connect_args={"check_same_thread": False, "timeout": 30}, pool_size=16, max_overflow=-1
             )
             event.listen(engine, "connect", _sqlite_pragmas)
+            _serialise_sqlite_writers(engine)
         else:
             engine = create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=60)
         # The schema comes from the migrations (workers/migrations/), never from create_all: SQLite and a
@@ -74,6 +108,14 @@ def dispose_engines() -> None:
         for engine in _engines.values():
             engine.dispose()
         _engines.clear()
+
+
+@contextmanager
+def transaction(url: str | None = None) -> Iterator[Connection]:
+    """A Core connection in one transaction (commit on success, rollback on error), for the per-cell hot
+    path: statements on tables, no ORM unit of work, no identity map."""
+    with get_engine(url).begin() as connection:
+        yield connection
 
 
 @contextmanager

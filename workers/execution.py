@@ -11,23 +11,23 @@ import json
 import logging
 import time
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import or_, update
-from sqlmodel import Session, select
+from sqlalchemy import Connection, bindparam, insert, or_, select, update
 
 from scoring.calculator import CalculatorError, evaluate
 from scoring.render import render
 from scoring.states import ResultState
-from workers.db import session_scope
+from workers.db import transaction
 from workers.dispatch import top_up
 from workers.endpoints import endpoint_for
-from workers.inputs import SweepInputs, inputs_for
+from workers.inputs import SweepInputs, inputs_for, validity_for
 from workers.limiter import get_limiter, pool_key
-from workers.models import Attempt, Cell, Phase, Result, Sweep, SweepStatus, utcnow
+from workers.models import Attempt, Cell, Phase, Result, Sweep, SweepStatus, cell_key, utcnow
 from workers.providers.base import AdapterResult, ChatRequest, OutcomeClass, failure_result, key_for_quiet
 from workers.providers.registry import adapter_for
 from workers.retry import RetryPolicy, Verdict
+from workers.scoring_service import decide_without_judges, done_values, gather_evidence, result_row
 from workers.settings import get_settings
 from workers.spec import ModelSpec
 
@@ -50,6 +50,7 @@ class RetryLater:
 class Finished:
     state: str | None
     reason: str
+    sweep_id: str | None = None  # known when the cell was loaded: saves the completion check a read
 
 
 ExecutionDecision = ScoreNext | RetryLater | Finished
@@ -73,7 +74,75 @@ class _Claimed:
     number: int  # the cell's attempt count after this claim: the fence checked when recording
 
 
-def _claim(session: Session, cell_id: int, worker: str, lease_s: float) -> _Claimed | None:
+CELL, ATTEMPT, RESULT, SWEEP = Cell.__table__, Attempt.__table__, Result.__table__, Sweep.__table__
+
+# The hot path's statements are built once (compiled once, cache key memoised) and run on a Core
+# connection: per cell that is a read, a claim and a record transaction, a few hundred microseconds each.
+_CLAIM = (
+    update(CELL)
+    .where(
+        CELL.c.id == bindparam("b_cell"),
+        or_(
+            CELL.c.phase.in_([Phase.pending.value, Phase.queued.value]),
+            (CELL.c.phase == Phase.executing.value) & (CELL.c.lease_until < bindparam("b_now")),
+        ),
+    )
+    .values(
+        phase=Phase.executing.value,
+        lease_owner=bindparam("b_worker"),
+        lease_until=bindparam("b_lease_until"),
+        attempts=CELL.c.attempts + 1,
+        updated_at=bindparam("b_now"),
+    )
+    .returning(CELL.c.attempts)
+)
+_INTERRUPT = (
+    update(ATTEMPT)
+    .where(ATTEMPT.c.cell_id == bindparam("b_cell"), ATTEMPT.c.outcome == ATTEMPT_STARTED)
+    .values(outcome=ATTEMPT_INTERRUPTED, finished_at=bindparam("b_now"), error=bindparam("b_error"))
+)
+_NEW_ATTEMPT = insert(ATTEMPT).returning(ATTEMPT.c.id)
+_FILL_ATTEMPT = update(ATTEMPT).where(ATTEMPT.c.id == bindparam("b_attempt"))  # SET: the params' columns
+_MOVE_CELL = update(CELL).where(  # the fence: still ours, still executing
+    CELL.c.id == bindparam("b_cell"),
+    CELL.c.phase == Phase.executing.value,
+    CELL.c.attempts == bindparam("b_number"),
+)
+_LOAD = (
+    select(
+        CELL.c.id, CELL.c.sweep_id, CELL.c.model_hash, CELL.c.model_label, CELL.c.condition, CELL.c.fixture_id,
+        CELL.c.fixture_version, CELL.c.repeat, CELL.c.phase, CELL.c.state, CELL.c.lease_until, CELL.c.not_before,
+        SWEEP.c.status.label("sweep_status"),
+    )
+    .join(SWEEP, SWEEP.c.id == CELL.c.sweep_id)
+    .where(CELL.c.id == bindparam("b_cell"))
+)
+
+
+@dataclass(frozen=True)
+class CellRow:
+    """The cell's columns the hot path reads, and its sweep's status (one statement, no ORM object)."""
+
+    id: int
+    sweep_id: str
+    model_hash: str
+    model_label: str
+    condition: str
+    fixture_id: str
+    fixture_version: str
+    repeat: int
+    phase: str
+    state: str | None
+    lease_until: datetime | None
+    not_before: datetime | None
+    sweep_status: str
+
+    @property
+    def key(self) -> str:
+        return cell_key(self)
+
+
+def _claim(conn: Connection, cell_id: int, worker: str, lease_s: float) -> _Claimed | None:
     """Atomically move a cell into `executing` under our lease; None if someone else holds it.
 
     Reliability fix: the Attempt row is written with the claim, in the same transaction, so a try whose
@@ -81,38 +150,22 @@ def _claim(session: Session, cell_id: int, worker: str, lease_s: float) -> _Clai
     claim takes over) instead of leaving only a bumped counter.
     """
     now = utcnow()
-    result = session.execute(
-        update(Cell)
-        .where(
-            Cell.id == cell_id,
-            or_(
-                Cell.phase.in_([Phase.pending, Phase.queued]),
-                (Cell.phase == Phase.executing) & (Cell.lease_until < now),
-            ),
-        )
-        .values(
-            phase=Phase.executing,
-            lease_owner=worker,
-            lease_until=now + timedelta(seconds=lease_s),
-            attempts=Cell.attempts + 1,
-            updated_at=now,
-        )
-        .returning(Cell.attempts)
-    )
-    number = result.scalar_one_or_none()
+    number = conn.execute(
+        _CLAIM, {"b_cell": cell_id, "b_now": now, "b_worker": worker,
+                 "b_lease_until": now + timedelta(seconds=lease_s)}
+    ).scalar_one_or_none()
     if number is None:
         return None
     if number > 1:
-        session.execute(
-            update(Attempt)
-            .where(Attempt.cell_id == cell_id, Attempt.outcome == ATTEMPT_STARTED)
-            .values(outcome=ATTEMPT_INTERRUPTED, finished_at=now,
-                    error=f"worker lost before the attempt finished; attempt {number} took over after its lease")
-        )
-    attempt = Attempt(cell_id=cell_id, number=number, worker=worker, started_at=now, outcome=ATTEMPT_STARTED)
-    session.add(attempt)
-    session.flush()
-    return _Claimed(attempt.id, number)
+        conn.execute(_INTERRUPT, {
+            "b_cell": cell_id, "b_now": now,
+            "b_error": f"worker lost before the attempt finished; attempt {number} took over after its lease",
+        })
+    attempt_id = conn.execute(_NEW_ATTEMPT, {
+        "cell_id": cell_id, "number": number, "worker": worker, "started_at": now, "outcome": ATTEMPT_STARTED,
+        "tool_calls": [], "reasoning_params": {}, "rounds": [], "simulated": False,
+    }).scalar_one()
+    return _Claimed(attempt_id, number)
 
 
 def _estimate_tokens(messages: list[dict], params: dict) -> int:
@@ -227,28 +280,36 @@ def _converse(
     return result, rounds, tool_records, tokens
 
 
+def _load(cell_id: int) -> tuple[CellRow, SweepInputs, dict] | None:
+    """The cell, its sweep's status, inputs and validity reports: one statement when the caches are warm."""
+    with transaction() as conn:
+        row = conn.execute(_LOAD, {"b_cell": cell_id}).first()
+        if row is None:
+            return None
+        cell = CellRow(**row._mapping)
+        return cell, inputs_for(conn, cell.sweep_id), validity_for(conn, cell.sweep_id)
+
+
 def execute_cell(
     cell_id: int, worker: str, policy: RetryPolicy | None = None, prepaid: bool = False
 ) -> ExecutionDecision:
     settings = get_settings()
     policy = policy or RetryPolicy(max_attempts=settings.max_attempts)
-    with session_scope() as session:
-        cell = session.get(Cell, cell_id)
-        if cell is None:
-            return Finished(None, f"cell {cell_id} does not exist")
-        status = session.exec(select(Sweep.status).where(Sweep.id == cell.sweep_id)).one()
-        if cell.phase in (Phase.awaiting_score, Phase.scoring):
-            return ScoreNext(cell_id)  # a redelivery after the attempt was stored: carry on to scoring
-        if cell.phase == Phase.done:
-            return Finished(cell.state, "already done")
-        if status == SweepStatus.cancelled:
-            return Finished(None, "sweep cancelled")
-        if cell.phase == Phase.executing and cell.lease_until and cell.lease_until > utcnow():
-            return RetryLater((cell.lease_until - utcnow()).total_seconds() + 1, "held by another worker")
-        if cell.not_before and cell.not_before > utcnow():
-            return RetryLater((cell.not_before - utcnow()).total_seconds(), "backoff")
-        inputs = inputs_for(session, cell.sweep_id)
-        model = _model_of(inputs, cell)
+    loaded = _load(cell_id)
+    if loaded is None:
+        return Finished(None, f"cell {cell_id} does not exist")
+    cell, inputs, validity = loaded
+    if cell.phase in (Phase.awaiting_score, Phase.scoring):
+        return ScoreNext(cell_id)  # a redelivery after the attempt was stored: carry on to scoring
+    if cell.phase == Phase.done:
+        return Finished(cell.state, "already done")
+    if cell.sweep_status == SweepStatus.cancelled:
+        return Finished(None, "sweep cancelled")
+    if cell.phase == Phase.executing and cell.lease_until and _aware(cell.lease_until) > utcnow():
+        return RetryLater((_aware(cell.lease_until) - utcnow()).total_seconds() + 1, "held by another worker")
+    if cell.not_before and _aware(cell.not_before) > utcnow():
+        return RetryLater((_aware(cell.not_before) - utcnow()).total_seconds(), "backoff")
+    model = _model_of(inputs, cell)
     endpoint = endpoint_for(model)
     pool = pool_key(model.provider, endpoint.base_url, key_for_quiet(endpoint))
     limiter = get_limiter()
@@ -259,10 +320,10 @@ def execute_cell(
     )
     if not grant.granted:
         return RetryLater(grant.wait_s, f"limiter: {grant.reason}", prepaid=grant.prepaid)
-    with session_scope() as session:
+    with transaction() as conn:
         # Reliability fix: the lease was hard limit + 60 s. It must outlive the visibility timeout
         # (AFP_LEASE_EXPIRY_S), or a message redelivered from a slow but live worker steals the cell.
-        claimed = _claim(session, cell_id, worker, settings.lease_expiry_s)
+        claimed = _claim(conn, cell_id, worker, settings.lease_expiry_s)
     if claimed is None:
         limiter.release(pool, grant.lease)
         return RetryLater(5.0, "claimed by another worker")
@@ -270,75 +331,90 @@ def execute_cell(
         result, rounds, tool_records, tokens = _converse(model, inputs, cell)
     finally:
         limiter.release(pool, grant.lease)
-    decision = _record(cell_id, claimed, model, result, rounds, tool_records, tokens, policy)
+    decision = _record(cell, claimed, model, inputs, validity, result, rounds, tool_records, tokens, policy)
     top_up(cell.sweep_id)  # a slot in this model's release window just freed
     return decision
 
 
+def _aware(moment: datetime) -> datetime:
+    """SQLite hands datetimes back naive; they were written in UTC."""
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
 def _record(
-    cell_id, claimed: _Claimed, model, result, rounds, tool_records, tokens, policy
+    cell: CellRow, claimed: _Claimed, model: ModelSpec, inputs: SweepInputs, validity: dict,
+    result: AdapterResult, rounds: list[dict], tool_records: list[dict], tokens: dict, policy: RetryPolicy,
 ) -> ExecutionDecision:
-    """Fill in the claim's attempt row and move the cell on, in one transaction."""
-    with session_scope() as session:
-        cell = session.get(Cell, cell_id, with_for_update=True)
-        attempt = session.get(Attempt, claimed.attempt_id)
-        attempt.finished_at = utcnow()
-        attempt.outcome = result.outcome.value
-        attempt.http_status = result.http_status
-        attempt.error = result.error
-        attempt.output_text = result.text
-        attempt.finish_reason = result.finish_reason
-        attempt.tool_calls = tool_records
-        attempt.input_tokens = tokens["input"] or None
-        attempt.output_tokens = tokens["output"] or None
-        attempt.cached_tokens = tokens["cached"] or None
-        attempt.reasoning_tokens = tokens["reasoning"] or None
-        attempt.latency_ms = round(tokens["latency_ms"], 3)
-        attempt.served_model = result.served_model
-        attempt.provider_request_id = result.request_id
-        attempt.reasoning_params = result.reasoning_params
-        attempt.rounds = rounds
-        attempt.simulated = model.simulated
-        session.add(attempt)
-        if cell.phase != Phase.executing or cell.attempts != claimed.number:
+    """Fill in the claim's attempt row and move the cell on, in one transaction.
+
+    A sweep without judges is scored here, in the same transaction (deterministic scoring needs only
+    the answer just received): one queue hop and two transactions fewer per cell. Sweeps with judges
+    go on to the `score` queue, where judge calls have their own limits.
+    """
+    now = utcnow()
+    attempt_values = {
+        "finished_at": now,
+        "outcome": result.outcome.value,
+        "http_status": result.http_status,
+        "error": result.error,
+        "output_text": result.text,
+        "finish_reason": result.finish_reason,
+        "tool_calls": tool_records,
+        "input_tokens": tokens["input"] or None,
+        "output_tokens": tokens["output"] or None,
+        "cached_tokens": tokens["cached"] or None,
+        "reasoning_tokens": tokens["reasoning"] or None,
+        "latency_ms": round(tokens["latency_ms"], 3),
+        "served_model": result.served_model,
+        "provider_request_id": result.request_id,
+        "reasoning_params": result.reasoning_params,
+        "rounds": rounds,
+        "simulated": model.simulated,
+    }
+    # Under the fence below the cell's attempt count is our claim's number, so decide before writing.
+    verdict: Verdict = policy.decide(result.outcome, claimed.number, result.retry_after_s)
+    cell_values: dict = {"lease_owner": None, "lease_until": None, "updated_at": now}
+    decision: ExecutionDecision
+    rows: list = []
+    if verdict.kind == "score" and not inputs.spec.judges:
+        evidence = gather_evidence(inputs, validity, cell.fixture_id, claimed.attempt_id, result.text,
+                                   tool_records, result.outcome.value)
+        scored = decide_without_judges(evidence)
+        # Scoring run 1: under the fence no scorer has touched this cell, so no run exists yet.
+        rows.append(result_row(cell.id, cell.sweep_id, 1, scored, evidence.details(scored, [])).model_dump(
+            exclude={"id"}))
+        cell_values.update(done_values(scored))
+        decision = Finished(scored.state.value, cell_values["state_reason"], cell.sweep_id)
+    elif verdict.kind == "score":
+        cell_values["phase"] = Phase.awaiting_score
+        decision = ScoreNext(cell.id)
+    elif verdict.kind == "retry":
+        cell_values.update(phase=Phase.queued, not_before=now + timedelta(seconds=verdict.delay_s))
+        decision = RetryLater(verdict.delay_s, verdict.reason)
+    else:
+        reason = _reason(verdict.reason, result)
+        cell_values.update(phase=Phase.done, state=verdict.state, state_reason=reason)
+        decision = Finished(verdict.state, reason, cell.sweep_id)
+        rows.append(Result(
+            cell_id=cell.id, sweep_id=cell.sweep_id, scoring_run=0, state=verdict.state, rationale=reason,
+            details={"attempt_id": claimed.attempt_id, "decided_at": "execution"}, scorer_version="execution",
+        ).model_dump(exclude={"id"}))
+    with transaction() as conn:
+        conn.execute(_FILL_ATTEMPT, {"b_attempt": claimed.attempt_id, **attempt_values})
+        moved = conn.execute(_MOVE_CELL, {"b_cell": cell.id, "b_number": claimed.number, **cell_values}).rowcount
+        if not moved:
             # Reliability fix (fence): our lease expired and a later claim took the cell over (or it is
             # already past execution). Keep this attempt on record, but leave the cell to the current
             # holder: moving it on from here could give the cell a second result.
-            note = f"superseded by attempt {cell.attempts}"
-            attempt.error = f"{attempt.error}; {note}" if attempt.error else note
-            return Finished(cell.state, f"attempt {claimed.number} superseded")
-        verdict: Verdict = policy.decide(result.outcome, cell.attempts, result.retry_after_s)
-        cell.lease_owner = None
-        cell.lease_until = None
-        cell.updated_at = utcnow()
-        decision: ExecutionDecision
-        if verdict.kind == "score":
-            cell.phase = Phase.awaiting_score
-            decision = ScoreNext(cell_id)
-        elif verdict.kind == "retry":
-            cell.phase = Phase.queued
-            cell.not_before = utcnow() + timedelta(seconds=verdict.delay_s)
-            decision = RetryLater(verdict.delay_s, verdict.reason)
-        else:
-            cell.phase = Phase.done
-            cell.state = verdict.state
-            cell.state_reason = _reason(verdict.reason, result)
-            decision = Finished(verdict.state, cell.state_reason)
-            session.flush()
-            session.add(
-                Result(
-                    cell_id=cell_id,
-                    sweep_id=cell.sweep_id,
-                    scoring_run=0,
-                    state=verdict.state,
-                    rationale=cell.state_reason,
-                    details={"attempt_id": attempt.id, "decided_at": "execution"},
-                    scorer_version="execution",
-                )
-            )
-        session.add(cell)
+            current = conn.execute(select(CELL.c.attempts).where(CELL.c.id == cell.id)).scalar_one()
+            note = f"superseded by attempt {current}"
+            error = f"{result.error}; {note}" if result.error else note
+            conn.execute(_FILL_ATTEMPT, {"b_attempt": claimed.attempt_id, "error": error})
+            return Finished(None, f"attempt {claimed.number} superseded")
+        if rows:
+            conn.execute(insert(RESULT), rows)
         if verdict.kind == "stop_model":
-            stop_model(session, cell, cell.state_reason)
+            stop_model(conn, cell, cell_values["state_reason"])
     return decision
 
 
@@ -346,23 +422,22 @@ def _reason(reason: str, result: AdapterResult) -> str:
     return f"{reason}: {result.error}" if result.error else reason
 
 
-def stop_model(session: Session, cell: Cell, reason: str) -> int:
+def stop_model(conn: Connection, cell: CellRow, reason: str) -> int:
     """An auth/config error stops the model's remaining cells with one clear reason, not N failures."""
-    res = session.execute(
-        update(Cell)
+    res = conn.execute(
+        update(CELL)
         .where(
-            Cell.sweep_id == cell.sweep_id,
-            Cell.model_hash == cell.model_hash,
-            Cell.phase.in_([Phase.pending, Phase.queued]),
+            CELL.c.sweep_id == cell.sweep_id,
+            CELL.c.model_hash == cell.model_hash,
+            CELL.c.phase.in_([Phase.pending.value, Phase.queued.value]),
         )
         .values(
-            phase=Phase.done, state=ResultState.INFRA_ERROR.value, state_reason=f"model stopped: {reason}"
+            phase=Phase.done.value, state=ResultState.INFRA_ERROR.value, state_reason=f"model stopped: {reason}"
         )
     )
-    sweep = session.get(Sweep, cell.sweep_id)
+    notices = conn.execute(select(SWEEP.c.notices).where(SWEEP.c.id == cell.sweep_id)).scalar_one()
     notice = f"model {cell.model_label} stopped: {reason}"
-    if notice not in sweep.notices:
-        sweep.notices = [*sweep.notices, notice]
-        session.add(sweep)
+    if notice not in notices:
+        conn.execute(update(SWEEP).where(SWEEP.c.id == cell.sweep_id).values(notices=[*notices, notice]))
     log.warning(json.dumps({"event": "model_stopped", "sweep": cell.sweep_id, "model": cell.model_label}))
     return res.rowcount

@@ -84,8 +84,9 @@ _build_lock = threading.Lock()
 
 
 def inputs_for(session, sweep_id: str) -> SweepInputs:
-    """The sweep's inputs by id, from the per-process cache; on a miss only the two JSON columns
-    needed are read (hot paths never load the whole sweep row: its JSON is large)."""
+    """The sweep's inputs by id, from the per-process cache. On a miss only the two JSON columns needed
+    are read through `session` (an ORM session or a Core connection); hot paths never load the whole
+    sweep row: its JSON is large."""
     with _cache_lock:
         hit = _cache.get(sweep_id)
     if hit is not None:
@@ -99,7 +100,7 @@ def inputs_for(session, sweep_id: str) -> SweepInputs:
             hit = _cache.get(sweep_id)
         if hit is not None:
             return hit
-        spec, stored = session.exec(select(Sweep.spec, Sweep.inputs).where(Sweep.id == sweep_id)).one()
+        spec, stored = session.execute(select(Sweep.spec, Sweep.inputs).where(Sweep.id == sweep_id)).one()
         built = inputs_from_stored(spec, stored)
         with _cache_lock:
             _cache[sweep_id] = built
@@ -119,7 +120,7 @@ def validity_for(session, sweep_id: str) -> dict:
 
     from workers.models import Sweep
 
-    validity = session.exec(select(Sweep.validity).where(Sweep.id == sweep_id)).one()
+    validity = session.execute(select(Sweep.validity).where(Sweep.id == sweep_id)).scalar_one()
     with _cache_lock:
         _validity_cache[sweep_id] = validity
     return validity

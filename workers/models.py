@@ -92,8 +92,13 @@ class Cell(SQLModel, table=True):
 
     @property
     def key(self) -> str:
-        fixture = f"{self.fixture_id}@{self.fixture_version}"
-        return f"{self.sweep_id}|{self.model_hash}|{self.condition}|{fixture}|r{self.repeat}"
+        return cell_key(self)
+
+
+def cell_key(cell: Any) -> str:
+    """The cell's deterministic key (what the UNIQUE constraint holds), from a row or a Cell."""
+    fixture = f"{cell.fixture_id}@{cell.fixture_version}"
+    return f"{cell.sweep_id}|{cell.model_hash}|{cell.condition}|{fixture}|r{cell.repeat}"
 
 
 class Attempt(SQLModel, table=True):

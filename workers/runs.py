@@ -56,8 +56,9 @@ def start_sweep(spec: SweepSpec, *, check_endpoints: bool = True) -> str:
 
 def progress(sweep_id: str) -> Progress:
     with session_scope() as session:
-        sweep = session.get(Sweep, sweep_id)
-        if sweep is None:
+        # Only the status column: the sweep row's JSON (every fixture text) is large and this is polled.
+        status = session.exec(select(Sweep.status).where(Sweep.id == sweep_id)).first()
+        if status is None:
             raise SweepNotFound(f"no sweep with id {sweep_id!r}")
         counts = counts_by_phase_and_state(session, sweep_id)
         total = sum(counts["phases"].values())
@@ -67,7 +68,7 @@ def progress(sweep_id: str) -> Progress:
             counts["phases"].get(Phase.done, 0),
             counts["phases"],
             counts["states"],
-            sweep.status,
+            status,
         )
 
 

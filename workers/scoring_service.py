@@ -15,7 +15,7 @@ from sqlalchemy import func, or_, update
 from sqlmodel import Session, select
 
 from reference.hashing import text_sha256
-from scoring.assertions import run_assertions
+from scoring.assertions import AssertionOutcome, run_assertions
 from scoring.judge import Judgement, JudgementError, build_judge_messages, read_judgement
 from scoring.validity import ValidityFailure, ValidityReport
 from scoring.verdict import DisputeRule, PassRule, Verdict, decide
@@ -184,61 +184,88 @@ def score_cell(cell_id: int, worker: str) -> Scored | RejudgeLater:
         return RejudgeLater(30.0, str(exc))
 
 
+@dataclass(frozen=True)
+class Evidence:
+    """What deterministic scoring reads off one stored answer, before any judge is asked."""
+
+    validity: ValidityReport
+    response: str
+    provenance: dict | None
+    assertions: AssertionOutcome
+    pass_rule: PassRule
+    dispute_rule: DisputeRule
+    attempt_id: int | None
+    truncated: bool
+
+    def details(self, verdict: Verdict, judges: list[ModelSpec]) -> dict:
+        return {
+            "attempt_id": self.attempt_id,
+            "assertions": [r.__dict__ for r in self.assertions.results],
+            "proposed_fatal": self.assertions.proposed_fatal,
+            "provenance": self.provenance,
+            "dispute_reasons": verdict.dispute_reasons,
+            "judges": [j.display for j in judges],
+            "truncated": self.truncated,
+        }
+
+
+def gather_evidence(
+    inputs: SweepInputs, reports: dict, fixture_id: str, attempt_id: int | None, output_text: str | None,
+    tool_calls: list[dict], outcome: str,
+) -> Evidence:
+    """Validity, provenance and assertions for one answer: pure, so the executing worker can score a
+    judge-less sweep inline and the scorer can do the same before calling judges."""
+    fixture = inputs.fixtures[fixture_id]
+    response = output_text or ""
+    provenance = provenance_for(fixture, tool_calls, response) if fixture.numeric is not None else None
+    return Evidence(
+        validity=validity_of(reports, fixture.key, fixture.id),
+        response=response,
+        provenance=provenance,
+        assertions=run_assertions(fixture, response),
+        pass_rule=PassRule(**inputs.spec.pass_rule.model_dump()),
+        dispute_rule=DisputeRule(**inputs.spec.dispute_rule.model_dump(exclude={"max_parse_retries"})),
+        attempt_id=attempt_id,
+        truncated=outcome == OutcomeClass.truncated.value,
+    )
+
+
+def decide_without_judges(evidence: Evidence) -> Verdict:
+    return decide("answered", evidence.validity, evidence.assertions, [], 0,
+                  pass_rule=evidence.pass_rule, dispute_rule=evidence.dispute_rule)
+
+
 def _score(
     session: Session, cell_id: int, judges: list[ModelSpec] | None = None
 ) -> tuple[Verdict, dict, int]:
     cell = session.get(Cell, cell_id)
     inputs = inputs_for(session, cell.sweep_id)
-    fixture = inputs.fixtures[cell.fixture_id]
     judges = inputs.spec.judges if judges is None else judges
     attempt = session.exec(
         select(Attempt).where(Attempt.cell_id == cell_id).order_by(Attempt.number.desc(), Attempt.id.desc())
     ).first()
-    response = attempt.output_text or ""
     run = next_scoring_run(session, cell_id)
-    validity = validity_of(validity_for(session, cell.sweep_id), fixture.key, fixture.id)
-    provenance = provenance_for(fixture, attempt) if fixture.numeric is not None else None
-    originated = provenance["originated"] if provenance else []
-    assertions = run_assertions(fixture, response)
-    pass_rule = PassRule(**inputs.spec.pass_rule.model_dump())
-    dispute_rule = DisputeRule(**inputs.spec.dispute_rule.model_dump(exclude={"max_parse_retries"}))
+    ev = gather_evidence(inputs, validity_for(session, cell.sweep_id), cell.fixture_id, attempt.id,
+                         attempt.output_text, attempt.tool_calls, attempt.outcome)
+    originated = ev.provenance["originated"] if ev.provenance else []
+    rules = {"pass_rule": ev.pass_rule, "dispute_rule": ev.dispute_rule}
     judgements, failures = ([], 0)
-    if validity.passed:
-        judgements, failures = _judge_round(session, cell, inputs, judges, response, originated, run, 1)
-    verdict = decide(
-        "answered", validity, assertions, judgements, failures, pass_rule=pass_rule, dispute_rule=dispute_rule
-    )
+    if ev.validity.passed:
+        judgements, failures = _judge_round(session, cell, inputs, judges, ev.response, originated, run, 1)
+    verdict = decide("answered", ev.validity, ev.assertions, judgements, failures, **rules)
     if verdict.needs_rejudge:
-        swapped, swapped_failures = _judge_round(session, cell, inputs, judges, response, originated, run, 2)
+        swapped, swapped_failures = _judge_round(session, cell, inputs, judges, ev.response, originated, run, 2)
         verdict = decide(
-            "answered",
-            validity,
-            assertions,
-            judgements,
-            failures,
-            swapped,
-            swapped_failures,
-            pass_rule=pass_rule,
-            dispute_rule=dispute_rule,
+            "answered", ev.validity, ev.assertions, judgements, failures, swapped, swapped_failures, **rules
         )
-    details = {
-        "attempt_id": attempt.id,
-        "assertions": [r.__dict__ for r in assertions.results],
-        "proposed_fatal": assertions.proposed_fatal,
-        "provenance": provenance,
-        "dispute_reasons": verdict.dispute_reasons,
-        "judges": [j.display for j in judges],
-        "truncated": attempt.outcome == OutcomeClass.truncated.value,
-    }
-    return verdict, details, run
+    return verdict, ev.details(verdict, judges), run
 
 
-def write_result(session: Session, cell_id: int, run: int, verdict: Verdict, details: dict) -> Result:
-    cell = session.get(Cell, cell_id)
+def result_row(cell_id: int, sweep_id: str, run: int, verdict: Verdict, details: dict) -> Result:
     scores = verdict.scores or {}
-    row = Result(
+    return Result(
         cell_id=cell_id,
-        sweep_id=cell.sweep_id,
+        sweep_id=sweep_id,
         scoring_run=run,
         state=verdict.state.value,
         task_correctness=scores.get("task_correctness"),
@@ -251,12 +278,25 @@ def write_result(session: Session, cell_id: int, run: int, verdict: Verdict, det
         details=details,
         scorer_version=f"{SCORER_VERSION}/{afpbench_version()}",
     )
+
+
+def done_values(verdict: Verdict) -> dict:
+    """The cell's columns once a scoring verdict is recorded."""
+    return {
+        "phase": Phase.done,
+        "state": verdict.state.value,
+        "state_reason": "; ".join([verdict.rationale, *verdict.dispute_reasons])[:2000],
+        "lease_owner": None,
+        "lease_until": None,
+        "updated_at": utcnow(),
+    }
+
+
+def write_result(session: Session, cell_id: int, run: int, verdict: Verdict, details: dict) -> Result:
+    cell = session.get(Cell, cell_id)
+    row = result_row(cell_id, cell.sweep_id, run, verdict, details)
     session.add(row)
-    cell.phase = Phase.done
-    cell.state = verdict.state.value
-    cell.state_reason = "; ".join([verdict.rationale, *verdict.dispute_reasons])[:2000]
-    cell.lease_owner = None
-    cell.lease_until = None
-    cell.updated_at = utcnow()
+    for column, value in done_values(verdict).items():
+        setattr(cell, column, value)
     session.add(cell)
     return row

@@ -8,6 +8,7 @@ component from the current inputs and names any that changed.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -18,6 +19,7 @@ from reference.loader import InstructionSet, protocol_text
 from workers.spec import SweepSpec
 
 
+@functools.lru_cache(maxsize=1)
 def afpbench_version() -> str:
     try:
         return version("afpbench")

@@ -60,7 +60,7 @@ def execute(self, cell_id: int, prepaid: bool = False) -> str:
         if isinstance(decision, ScoreNext):
             score.apply_async(args=[cell_id], queue="score")
             return "executed"
-        after_terminal(cell_id, self)
+        after_terminal(cell_id, self, decision.sweep_id)
     except DATABASE_UNAVAILABLE as exc:
         raise _retry_database(self, exc) from exc
     return f"finished: {decision.state}"
@@ -80,12 +80,13 @@ def score(self, cell_id: int) -> str:
     return "scored"
 
 
-def after_terminal(cell_id: int, task) -> None:
+def after_terminal(cell_id: int, task, sweep_id: str | None = None) -> None:
     from workers.db import session_scope
     from workers.models import Cell
 
-    with session_scope() as session:
-        sweep_id = session.get(Cell, cell_id).sweep_id
+    if sweep_id is None:
+        with session_scope() as session:
+            sweep_id = session.get(Cell, cell_id).sweep_id
     if claim_aggregate(sweep_id, _worker_name(task)):
         aggregate.apply_async(args=[sweep_id], queue="aggregate")
 

@@ -8,6 +8,7 @@ server that trickles bytes cannot hold a worker forever; per-read timeouts alone
 
 from __future__ import annotations
 
+import heapq
 import re
 import socket
 import threading
@@ -42,11 +43,18 @@ def session_for(base_url: str) -> requests.Session:
     session = sessions.get(base_url)
     if session is None:
         session = requests.Session()
+        # Credentials come only from the endpoint's own key variable: a no-op auth keeps requests from
+        # attaching a ~/.netrc entry to model calls (and from reading that file on every call).
+        session.auth = _no_netrc_auth
         adapter = HTTPAdapter(pool_connections=1, pool_maxsize=2, max_retries=0)
         session.mount("http://", adapter)
         session.mount("https://", adapter)
         sessions[base_url] = session
     return session
+
+
+def _no_netrc_auth(request: requests.PreparedRequest) -> requests.PreparedRequest:
+    return request
 
 
 def close_thread_sessions() -> None:
@@ -86,18 +94,59 @@ def _socket_of(response: requests.Response) -> socket.socket | None:
     return sock if isinstance(sock, socket.socket) else None
 
 
-class _Watchdog:
-    """Shuts the socket down at the deadline so a blocked read returns and the call ends."""
+class _Deadlines:
+    """One thread per process shuts sockets down at their deadlines, so a blocked read returns and the
+    call ends. (A `threading.Timer` per call started and stopped a thread for every model request.)"""
 
-    def __init__(self, response: requests.Response, seconds: float):
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, _Watch]] = []
+        self._wake = threading.Condition()
+        self._seq = 0
+        self._compact_at = 1024
+        self._thread: threading.Thread | None = None
+
+    def watch(self, sock: socket.socket, seconds: float) -> _Watch:
+        watch = _Watch(sock)
+        with self._wake:
+            self._seq += 1
+            heapq.heappush(self._heap, (time.monotonic() + max(0.0, seconds), self._seq, watch))
+            if len(self._heap) > self._compact_at:  # entries of finished calls: keep memory flat
+                self._heap = [entry for entry in self._heap if not entry[2].cancelled]
+                heapq.heapify(self._heap)
+                self._compact_at = max(1024, 2 * len(self._heap))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="afpbench-deadlines", daemon=True)
+                self._thread.start()
+            if self._heap[0][2] is watch:  # only a new earliest deadline changes how long to sleep
+                self._wake.notify()
+        return watch
+
+    def _run(self) -> None:
+        with self._wake:
+            while True:
+                while self._heap and self._heap[0][2].cancelled:
+                    heapq.heappop(self._heap)  # finished calls leave their entries; drop them lazily
+                if not self._heap:
+                    self._wake.wait()
+                    continue
+                due, _, watch = self._heap[0]
+                now = time.monotonic()
+                if due > now:
+                    self._wake.wait(due - now)
+                    continue
+                heapq.heappop(self._heap)
+                watch.fire()
+
+
+class _Watch:
+    def __init__(self, sock: socket.socket | None):
         self.fired = False
-        self._sock = _socket_of(response)
-        self._timer = threading.Timer(max(0.0, seconds), self._fire)
-        self._timer.daemon = True
-        if self._sock is not None:
-            self._timer.start()
+        self.cancelled = sock is None
+        self._sock = sock
 
-    def _fire(self) -> None:
+    def fire(self) -> None:
+        if self.cancelled:
+            return
         self.fired = True
         try:
             self._sock.shutdown(socket.SHUT_RDWR)  # type: ignore[union-attr]
@@ -105,13 +154,21 @@ class _Watchdog:
             pass
 
     def cancel(self) -> None:
-        self._timer.cancel()
+        self.cancelled = True
+
+
+_deadlines = _Deadlines()
+
+
+def _watchdog(response: requests.Response, seconds: float) -> _Watch:
+    sock = _socket_of(response)
+    return _deadlines.watch(sock, seconds) if sock is not None else _Watch(None)
 
 
 def _read_body(
     response: requests.Response, deadline: float, budget_s: float
 ) -> tuple[bytes | None, str | None]:
-    watchdog = _Watchdog(response, deadline - time.monotonic())
+    watchdog = _watchdog(response, deadline - time.monotonic())
     chunks: list[bytes] = []
     size = 0
     try:
