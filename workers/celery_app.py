@@ -50,8 +50,9 @@ def make_app() -> Celery:
         task_soft_time_limit=max(1, settings.task_hard_time_limit_s - min(30, settings.task_hard_time_limit_s // 4)),
         broker_transport_options=transport_options,
         broker_connection_retry_on_startup=True,
-        worker_send_task_events=True,
-        task_send_sent_event=True,
+        # Task events feed Flower; the embedded mode's in-memory broker has no Flower to feed.
+        worker_send_task_events=not settings.embedded,
+        task_send_sent_event=not settings.embedded,
         worker_hijack_root_logger=False,
         task_serializer="json",
         accept_content=["json"],

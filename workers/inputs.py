@@ -110,6 +110,16 @@ def inputs_for(session, sweep_id: str) -> SweepInputs:
 _validity_cache: dict[str, dict] = {}
 
 
+def remember(sweep_id: str, stored_spec: dict[str, Any], inputs: SweepInputs, validity: dict) -> None:
+    """Seed this process's caches with what the coordinator just stored (the embedded mode's workers share
+    its process): the texts are the ones stored, so parsing them again would give the same objects."""
+    built = SweepInputs(parse_spec(stored_spec, "stored spec"), inputs.fixture_files, inputs.fixtures,
+                        inputs.instructions, inputs.judge_prompt)
+    with _cache_lock:
+        _cache[sweep_id] = built
+        _validity_cache[sweep_id] = validity
+
+
 def validity_for(session, sweep_id: str) -> dict:
     """The validity-gate reports recorded at creation, by fixture id (cached, immutable)."""
     with _cache_lock:

@@ -13,7 +13,7 @@ from workers.completion import claim_aggregate
 from workers.coordinator import counts_by_phase_and_state, create_sweep, verify_sweep
 from workers.db import session_scope
 from workers.dispatch import release, resend
-from workers.inputs import load_inputs
+from workers.inputs import load_inputs, remember
 from workers.models import Attempt, Cell, Phase, Sweep, SweepStatus
 from workers.preflight import preflight
 from workers.spec import SweepSpec
@@ -50,6 +50,7 @@ def start_sweep(spec: SweepSpec, *, check_endpoints: bool = True) -> str:
     with session_scope() as session:
         sweep = create_sweep(session, spec, inputs)
         sweep_id = sweep.id
+    remember(sweep_id, sweep.spec, inputs, sweep.validity)
     release(sweep_id)
     return sweep_id
 

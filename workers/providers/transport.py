@@ -46,6 +46,9 @@ def session_for(base_url: str) -> requests.Session:
         # Credentials come only from the endpoint's own key variable: a no-op auth keeps requests from
         # attaching a ~/.netrc entry to model calls (and from reading that file on every call).
         session.auth = _no_netrc_auth
+        # Proxy settings are read from the environment once per session, not on every call.
+        session.proxies = requests.utils.get_environ_proxies(base_url)
+        session.trust_env = False
         adapter = HTTPAdapter(pool_connections=1, pool_maxsize=2, max_retries=0)
         session.mount("http://", adapter)
         session.mount("https://", adapter)
