@@ -175,6 +175,9 @@ def worker(
         argv.append(f"--hostname={hostname}")
     if beat:
         argv.append("--beat")
+    from workers.db import for_worker_process
+
+    for_worker_process()
     celery_app.worker_main(argv)
 
 

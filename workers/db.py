@@ -6,6 +6,7 @@ write concurrently; PostgreSQL is used through psycopg 3 (postgresql+psycopg://.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -13,7 +14,7 @@ from contextlib import contextmanager
 
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine, make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import ArgumentError, InterfaceError, OperationalError
 from sqlmodel import Session, create_engine
 
 from workers import models  # noqa: F401  (registers the tables)
@@ -21,6 +22,22 @@ from workers.settings import get_settings
 
 _engines: dict[str, Engine] = {}
 _lock = threading.Lock()
+_pre_ping = True
+
+
+def for_worker_process() -> None:
+    """In a worker: no liveness ping before every checkout (a round trip per transaction, three or four
+    per cell). Tasks already retry any database error with backoff, and the first error after a server
+    restart invalidates the whole pool, so one task per process pays for a restart instead of every
+    transaction paying for the ping. Commands and the HTTP API keep the ping. The engine is built here,
+    so the schema check and its imports happen before the first task, not inside it."""
+    global _pre_ping
+    _pre_ping = False
+    dispose_engines()
+    try:
+        get_engine()
+    except (OperationalError, InterfaceError) as exc:  # unreachable now: the first task retries it
+        logging.getLogger(__name__).warning("database not reachable at worker start (%s)", type(exc).__name__)
 
 
 class DatabaseConfigError(ValueError):
@@ -88,7 +105,7 @@ def get_engine(url: str | None = None) -> Engine:
             event.listen(engine, "connect", _sqlite_pragmas)
             _serialise_sqlite_writers(engine)
         else:
-            engine = create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=60)
+            engine = create_engine(url, pool_pre_ping=_pre_ping, pool_size=10, max_overflow=60)
         # The schema comes from the migrations (workers/migrations/), never from create_all: SQLite and a
         # fresh PostgreSQL are brought to head here; a database behind the code raises SchemaBehind.
         from workers.migrate import ensure_schema

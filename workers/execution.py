@@ -251,8 +251,9 @@ def _converse(
         else:
             lease = None
         result = adapter.call(endpoint, ChatRequest(messages, prompt.tools, {"X-Afpbench-Cell": cell.key}))
-        used = (result.usage.input_tokens or 0) + (result.usage.output_tokens or 0)
-        limiter.release(pool, lease, estimate, used if result.usage.input_tokens is not None else None)
+        if lease or model.limits.tokens_per_min:  # round 1's lease is released by the caller
+            used = (result.usage.input_tokens or 0) + (result.usage.output_tokens or 0)
+            limiter.release(pool, lease, estimate, used if result.usage.input_tokens is not None else None)
         if result.outcome in (OutcomeClass.rate_limited, OutcomeClass.overloaded):
             limiter.cool_down(pool, result.retry_after_s or 1.0)
         rounds.append(_round_record(result))
