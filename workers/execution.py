@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import Connection, bindparam, insert, or_, select, update
@@ -18,7 +18,8 @@ from sqlalchemy import Connection, bindparam, insert, or_, select, update
 from scoring.calculator import CalculatorError, evaluate
 from scoring.render import render
 from scoring.states import ResultState
-from workers.db import transaction
+from workers.completion import any_open
+from workers.db import get_engine, transaction
 from workers.dispatch import top_up
 from workers.endpoints import endpoint_for
 from workers.inputs import SweepInputs, inputs_for, validity_for
@@ -51,6 +52,9 @@ class Finished:
     state: str | None
     reason: str
     sweep_id: str | None = None  # known when the cell was loaded: saves the completion check a read
+    # Whether the sweep still had an open cell right after this task's commit; None: not checked here
+    # (a redelivery, a cancelled sweep...), so the task checks before it could claim the aggregate.
+    sweep_open: bool | None = None
 
 
 ExecutionDecision = ScoreNext | RetryLater | Finished
@@ -316,9 +320,8 @@ def execute_cell(
     limiter = get_limiter()
     # Reserve a slot up to a quarter of the visibility timeout ahead, so a countdown never nears it.
     reserve_s = min(30.0, settings.visibility_timeout_s / 4)
-    grant = limiter.acquire(
-        pool, model.limits, _estimate_tokens([], model.params), reserve_s=reserve_s, prepaid=prepaid
-    )
+    estimate = _estimate_tokens([], model.params)
+    grant = limiter.acquire(pool, model.limits, estimate, reserve_s=reserve_s, prepaid=prepaid)
     if not grant.granted:
         return RetryLater(grant.wait_s, f"limiter: {grant.reason}", prepaid=grant.prepaid)
     with transaction() as conn:
@@ -327,6 +330,7 @@ def execute_cell(
         claimed = _claim(conn, cell_id, worker, settings.lease_expiry_s)
     if claimed is None:
         limiter.release(pool, grant.lease)
+        limiter.refund(pool, model.limits, estimate)
         return RetryLater(5.0, "claimed by another worker")
     try:
         result, rounds, tool_records, tokens = _converse(model, inputs, cell)
@@ -400,22 +404,29 @@ def _record(
             cell_id=cell.id, sweep_id=cell.sweep_id, scoring_run=0, state=verdict.state, rationale=reason,
             details={"attempt_id": claimed.attempt_id, "decided_at": "execution"}, scorer_version="execution",
         ).model_dump(exclude={"id"}))
-    with transaction() as conn:
-        conn.execute(_FILL_ATTEMPT, {"b_attempt": claimed.attempt_id, **attempt_values})
-        moved = conn.execute(_MOVE_CELL, {"b_cell": cell.id, "b_number": claimed.number, **cell_values}).rowcount
-        if not moved:
-            # Reliability fix (fence): our lease expired and a later claim took the cell over (or it is
-            # already past execution). Keep this attempt on record, but leave the cell to the current
-            # holder: moving it on from here could give the cell a second result.
-            current = conn.execute(select(CELL.c.attempts).where(CELL.c.id == cell.id)).scalar_one()
-            note = f"superseded by attempt {current}"
-            error = f"{result.error}; {note}" if result.error else note
-            conn.execute(_FILL_ATTEMPT, {"b_attempt": claimed.attempt_id, "error": error})
-            return Finished(None, f"attempt {claimed.number} superseded")
-        if rows:
-            conn.execute(insert(RESULT), rows)
-        if verdict.kind == "stop_model":
-            stop_model(conn, cell, cell_values["state_reason"])
+    with get_engine().connect() as conn:
+        with conn.begin():
+            conn.execute(_FILL_ATTEMPT, {"b_attempt": claimed.attempt_id, **attempt_values})
+            moved = conn.execute(
+                _MOVE_CELL, {"b_cell": cell.id, "b_number": claimed.number, **cell_values}
+            ).rowcount
+            if not moved:
+                # Reliability fix (fence): our lease expired and a later claim took the cell over (or it is
+                # already past execution). Keep this attempt on record, but leave the cell to the current
+                # holder: moving it on from here could give the cell a second result.
+                current = conn.execute(select(CELL.c.attempts).where(CELL.c.id == cell.id)).scalar_one()
+                note = f"superseded by attempt {current}"
+                error = f"{result.error}; {note}" if result.error else note
+                conn.execute(_FILL_ATTEMPT, {"b_attempt": claimed.attempt_id, "error": error})
+                return Finished(None, f"attempt {claimed.number} superseded")
+            if rows:
+                conn.execute(insert(RESULT), rows)
+            if verdict.kind == "stop_model":
+                stop_model(conn, cell, cell_values["state_reason"])
+        if isinstance(decision, Finished):
+            # After the commit, on the same connection: does the sweep still have an open cell? Only a
+            # task that sees none goes on to claim the aggregate (claim_aggregate checks again).
+            decision = replace(decision, sweep_open=any_open(conn, cell.sweep_id))
     return decision
 
 

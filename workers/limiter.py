@@ -50,6 +50,11 @@ class Limiter:
     def cool_down(self, pool: str, seconds: float) -> None:  # pragma: no cover - interface
         raise NotImplementedError
 
+    def refund(self, pool: str, limits: Limits, tokens: int = 0) -> None:  # pragma: no cover - interface
+        """Give back a granted request that was never sent (a duplicate message lost the claim), so
+        copies of one cell do not spend the pool's rate budget several times."""
+        raise NotImplementedError
+
 
 class _Bucket:
     """Token bucket: capacity `burst`, refilled at rate/60 per second."""
@@ -136,6 +141,15 @@ class InMemoryLimiter(Limiter):
                     tok.give_back(diff)
                 else:
                     tok.take(-diff)
+
+    def refund(self, pool: str, limits: Limits, tokens: int = 0) -> None:
+        with self._lock:
+            req = self._requests.get(pool)
+            if req and limits.requests_per_min:
+                req.give_back(1)
+            tok = self._tokens.get(pool)
+            if tok and limits.tokens_per_min and tokens:
+                tok.give_back(min(tokens, tok.capacity))
 
     def cool_down(self, pool: str, seconds: float) -> None:
         with self._lock:

@@ -88,12 +88,24 @@ return 1
 """
 
 
+_REFUND = """
+local function back(key, amount, cap)
+  local v = redis.call('HGET', key, 'level')
+  if v then redis.call('HSET', key, 'level', tostring(math.min(cap, tonumber(v) + amount))) end
+end
+if tonumber(ARGV[1]) > 0 then back(KEYS[1], 1, tonumber(ARGV[1])) end
+if tonumber(ARGV[2]) > 0 then back(KEYS[2], tonumber(ARGV[3]), tonumber(ARGV[2])) end
+return 1
+"""
+
+
 class RedisLimiter(Limiter):
     def __init__(self, url: str, lease_ttl_s: float = 900.0, prefix: str = "afpbench:limit"):
         self._redis = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
         self._acquire = self._redis.register_script(_ACQUIRE)
         self._cool = self._redis.register_script(_COOL)
         self._correct = self._redis.register_script(_CORRECT)
+        self._refund = self._redis.register_script(_REFUND)
         self._ttl = lease_ttl_s
         self._prefix = prefix
 
@@ -136,6 +148,13 @@ class RedisLimiter(Limiter):
             self._redis.zrem(keys[2], lease)
         if tokens_used is not None and tokens_estimated:
             self._correct(keys=[keys[1]], args=[tokens_estimated - tokens_used])
+
+    def refund(self, pool: str, limits: Limits, tokens: int = 0) -> None:
+        keys = self._keys(pool)
+        rcap = limits.burst if limits.requests_per_min else 0
+        tcap = limits.tokens_per_min or 0
+        if rcap or (tcap and tokens):
+            self._refund(keys=keys[:2], args=[rcap, tcap, min(tokens, tcap) if tcap else 0])
 
     def cool_down(self, pool: str, seconds: float) -> None:
         self._cool(keys=[self._keys(pool)[3]], args=[max(0.0, seconds)])

@@ -60,7 +60,8 @@ def execute(self, cell_id: int, prepaid: bool = False) -> str:
         if isinstance(decision, ScoreNext):
             score.apply_async(args=[cell_id], queue="score")
             return "executed"
-        after_terminal(cell_id, self, decision.sweep_id)
+        if decision.sweep_open is not True:
+            after_terminal(cell_id, self, decision.sweep_id)
     except DATABASE_UNAVAILABLE as exc:
         raise _retry_database(self, exc) from exc
     return f"finished: {decision.state}"

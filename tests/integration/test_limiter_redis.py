@@ -69,3 +69,16 @@ def test_reservations_space_callers_at_the_rate(fresh_redis):
     assert all(g.prepaid for g in grants[2:])
     assert waits == sorted(waits) and 0.05 < waits[0] <= 0.1 and 0.25 < waits[2] <= 0.3
     assert limiter.acquire("pool-e", limits, prepaid=True).granted
+
+
+def test_refund_returns_one_request_to_the_shared_bucket_capped_at_the_burst(fresh_redis):
+    a, b = RedisLimiter(fresh_redis), RedisLimiter(fresh_redis)
+    limits = Limits(requests_per_min=6, burst=2)  # refill 0.1/s: negligible within the test
+    assert a.acquire("pool-r", limits).granted and b.acquire("pool-r", limits).granted
+    assert not a.acquire("pool-r", limits).granted
+    b.refund("pool-r", limits)  # another worker's duplicate gave its slot back
+    assert a.acquire("pool-r", limits).granted
+    for _ in range(5):
+        b.refund("pool-r", limits)
+    granted = sum(a.acquire("pool-r", limits).granted for _ in range(4))
+    assert granted == 2, "refunds never lift the bucket above its burst"

@@ -30,9 +30,11 @@ FAST_TIMING = {
 }
 
 
-def sweep_spec(sim_url: str, poison_url: str | None, repeats: int, name: str = "reliability (simulated)") -> dict:
-    """2 simulated models x A-D x P01-P08 x repeats, no judges (scoring is deterministic and cheap:
-    every answered cell ends GRADER_DISPUTE for want of judges, which is still a final state)."""
+def sweep_spec(sim_url: str, poison_url: str | None, repeats: int, name: str = "reliability (simulated)",
+               judged: bool = False) -> dict:
+    """2 simulated models x A-D x P01-P08 x repeats. Without judges scoring is deterministic, cheap and
+    done by the executing task (every answered cell ends GRADER_DISPUTE for want of judges, which is
+    still a final state); `judged` adds a simulated judge, so cells go through the `score` queue."""
     # A declared rate keeps each model's release window to about ten seconds of work (workers/dispatch.py),
     # well above what this machine executes, so queued cells never wait long enough to look lost.
     limits = {"requests_per_min": 1800, "burst": 30}
@@ -40,7 +42,9 @@ def sweep_spec(sim_url: str, poison_url: str | None, repeats: int, name: str = "
                "limits": limits, "timeout_s": 3},
               {"provider": "sim", "model": "sim-rel-b", "label": "sim-b (simulated)",
                "base_url": poison_url or sim_url, "limits": limits, "timeout_s": 3}]
-    return {"name": name, "models": models, "judges": [], "repeats": repeats, "high_risk_repeats": repeats}
+    judges = [{"provider": "sim", "model": "sim-rel-judge", "label": "sim-judge (simulated)", "base_url": sim_url,
+               "timeout_s": 3}] if judged else []
+    return {"name": name, "models": models, "judges": judges, "repeats": repeats, "high_risk_repeats": repeats}
 
 
 def create_sweep(spec: dict, env: dict[str, str], work_dir: Path) -> str:

@@ -43,7 +43,7 @@ def test_duplicate_execute_score_and_aggregate_messages_give_one_result_per_cell
 
     producer = make_app()  # the project's own app, pointed at the private broker
     fleet = fleet_factory(env)
-    sweep_id = create_sweep(sweep_spec(sim.base_url, None, 2), env, tmp_path)
+    sweep_id = create_sweep(sweep_spec(sim.base_url, None, 2, judged=True), env, tmp_path)
     ids = _cells(reliability_db, sweep_id)
     try:
         # Replace the release's single messages by three adjacent copies per cell, so that copies of one

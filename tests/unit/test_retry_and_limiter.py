@@ -112,3 +112,19 @@ def test_reservation_paces_waiting_callers_one_slot_each():
     assert limiter.acquire("p", limits, prepaid=True).granted  # a prepaid caller is not charged again
     beyond = limiter.acquire("p", limits, reserve_s=0.5)
     assert not beyond.granted and not beyond.prepaid  # too far ahead: nothing reserved
+
+
+def test_refund_gives_a_never_sent_request_back_to_the_bucket():
+    """A duplicate message that lost the claim after its grant must not spend the pool's rate budget."""
+    clock = Clock()
+    limiter = InMemoryLimiter(clock)
+    limits = Limits(requests_per_min=60, burst=2)
+    assert limiter.acquire("p", limits).granted and limiter.acquire("p", limits).granted
+    assert not limiter.acquire("p", limits).granted  # bucket empty
+    limiter.refund("p", limits)
+    assert limiter.acquire("p", limits).granted  # the refunded slot, with no time passing
+    limiter.refund("p", limits)
+    limiter.refund("p", limits)
+    limiter.refund("p", limits)  # never above the burst
+    assert limiter.acquire("p", limits).granted and limiter.acquire("p", limits).granted
+    assert not limiter.acquire("p", limits).granted
