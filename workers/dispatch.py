@@ -34,11 +34,26 @@ def window_for(model: ModelSpec) -> int:
     return max(1, paced + limits.burst + (limits.max_in_flight or 0))
 
 
+def publish(messages: list[tuple[object, list, str]]) -> None:
+    """Send (task, args, queue) messages on one producer, pipelined: on Redis, kombu's publish batch
+    sends up to a thousand LPUSHes per round trip (one connection, no per-message client). A 100,000-cell
+    release took about 3 ms a message one by one."""
+    from workers.celery_app import app
+
+    declared: set[str] = set()
+    with app.producer_or_acquire() as producer, producer.batch(max_size=1000):
+        for task, args, queue in messages:
+            # The first message to a queue declares it (binds it to the exchange, so a release before any
+            # worker started is not dropped); the rest skip the per-message declare bookkeeping.
+            extra = {} if queue not in declared else {"declare": []}
+            declared.add(queue)
+            task.apply_async(args=args, queue=queue, producer=producer, **extra)
+
+
 def _send(cells: list[tuple[int, str]]) -> None:
     from workers.tasks import execute
 
-    for cell_id, provider in cells:
-        execute.apply_async(args=[cell_id], queue=queue_for(PROVIDER_FAMILIES[provider]))
+    publish([(execute, [cell_id], queue_for(PROVIDER_FAMILIES[provider])) for cell_id, provider in cells])
 
 
 def release(sweep_id: str) -> int:
@@ -104,9 +119,9 @@ def resend(cells: list[tuple[int, str, str]]) -> int:
     """Send again the messages of cells that may have been lost (duplicates are harmless)."""
     from workers.tasks import execute, score
 
-    for cell_id, provider, phase in cells:
-        if phase in (Phase.awaiting_score, Phase.scoring):
-            score.apply_async(args=[cell_id], queue="score")
-        else:
-            execute.apply_async(args=[cell_id], queue=queue_for(PROVIDER_FAMILIES[provider]))
+    publish([
+        (score, [cell_id], "score") if phase in (Phase.awaiting_score, Phase.scoring)
+        else (execute, [cell_id], queue_for(PROVIDER_FAMILIES[provider]))
+        for cell_id, provider, phase in cells
+    ])
     return len(cells)
