@@ -34,7 +34,7 @@ QUICK = {  # a smoke run of the same code paths, minutes instead of tens of minu
     "throughput": ["bench_throughput.py", "--prompts", "200"],
     "limiter": ["bench_limiter.py", "--n", "200", "--rate", "600", "--burst", "50"],
     "scale": ["bench_scale.py", "--fixtures", "100", "--models", "10", "--worker-seconds", "20"],
-    "scaleout": ["bench_scaleout.py", "--n", "200"],
+    "scaleout": ["bench_scaleout.py", "--n", "160"],
     "aggregate": ["bench_aggregate.py", "--cells", "10000", "--backend", "sqlite"],
 }
 
