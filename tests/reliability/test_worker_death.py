@@ -74,8 +74,10 @@ def test_prefork_pool_children_killed_mid_task_are_redelivered(reliability_db, p
                                                                tmp_path):
     """Prefork pool: SIGKILL single pool children (WorkerLostError, message rejected back to the queue)
     and once a whole worker; the same exactly-once ledger holds."""
+    # 8 repeats (512 cells): with judge-less cells scored inline, 256 cells finished before the fifth
+    # child kill was due (every 2.5 s until 90 % done).
     plan = ChaosPlan(worker_kills=1, child_kills=5, every_s=2.5, until_fraction=0.9, pool="prefork")
-    report, ledger, poison, logs, lost_jobs = _run(reliability_db, private_redis, sim, fleet_factory, tmp_path, 4, plan,
+    report, ledger, poison, logs, lost_jobs = _run(reliability_db, private_redis, sim, fleet_factory, tmp_path, 8, plan,
                                                    240)
     assert report.child_kills == 5 and report.worker_kills == 1, report
     assert exactly_once_problems(ledger) == [], (ledger, report, logs[-6000:])
