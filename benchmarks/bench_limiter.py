@@ -12,25 +12,19 @@ Figures: makespan (first to last 200 from the sim, and sweep row -> last result)
 from __future__ import annotations
 
 import argparse
-import subprocess
 import tempfile
 from pathlib import Path
 
 from harness import (
     AFPBENCH,
-    REDIS_URL,
-    REPO,
-    afp_env,
+    distributed_services,
     emit,
-    flush_redis,
     machine,
     make_fixtures,
     run_json,
     sim_process,
     sim_stats,
     sweep_span,
-    throwaway_postgres,
-    wait_workers_ready,
     workers,
     write_spec,
 )
@@ -50,19 +44,13 @@ def main() -> None:
         work = Path(tmp)
         make_fixtures(work / "fixtures", args.n)
         with sim_process(rate_per_min=args.rate, burst=args.burst, log=work / "sim.log") as sim_url, \
-                throwaway_postgres() as db:
+                distributed_services() as (db, env):
             limits = {"requests_per_min": args.rate, "burst": args.burst}
             spec = write_spec(work / "spec.yaml", sim_url, work / "fixtures", limits=limits)
-            flush_redis()
-            env = afp_env(db, REDIS_URL)
-            subprocess.run([*AFPBENCH, "db", "upgrade"], cwd=REPO, env=env, check=True, capture_output=True)
-            names = [f"lim{i}" for i in range(args.workers)]
-            with workers(env, args.workers, args.concurrency, work, prefix="lim"):
-                wait_workers_ready(REDIS_URL, names)
+            with workers(env, args.workers, args.concurrency, work, prefix="lim", ready=True):
                 summary, wall = run_json([*AFPBENCH, "run", str(spec), "--json"], env)
             stats = sim_stats(sim_url)
             span = sweep_span(db, summary["sweep_id"])
-        flush_redis()
     ok = stats["by_status"].get("200", 0)
     limited = stats["by_status"].get("429", 0)
     ideal = (args.n - args.burst) / (args.rate / 60.0)

@@ -23,17 +23,14 @@ import time
 from pathlib import Path
 
 from harness import (
-    AFPBENCH,
     REDIS_URL,
     REPO,
-    afp_env,
+    distributed_services,
     emit,
-    flush_redis,
     machine,
     make_fixtures,
     peak_rss_mb,
     sim_process,
-    throwaway_postgres,
     workers,
     write_spec,
 )
@@ -75,12 +72,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="afp-bench-") as tmp:
         work = Path(tmp)
         make_fixtures(work / "fixtures", args.fixtures)
-        with sim_process(log=work / "sim.log") as sim_url, throwaway_postgres() as db:
+        with sim_process(log=work / "sim.log") as sim_url, distributed_services() as (_db, env):
             spec = write_spec(work / "spec.yaml", sim_url, work / "fixtures", conditions=conditions,
                               repeats=args.repeats, models=args.models)
-            flush_redis()
-            env = afp_env(db, REDIS_URL)
-            subprocess.run([*AFPBENCH, "db", "upgrade"], cwd=REPO, env=env, check=True, capture_output=True)
             started = time.monotonic()
             proc = subprocess.run([sys.executable, "-c", COORDINATOR, str(spec)], cwd=REPO, env=env,
                                   capture_output=True, text=True, timeout=1800)
@@ -97,7 +91,6 @@ def main() -> None:
                     samples.append({"t_s": round(time.monotonic() - t0, 1),
                                     "worker_peak_rss_mb": round(peak_rss_mb(procs[0].pid), 1),
                                     "queue_depth": queue_depth()})
-            flush_redis()
     cells = args.fixtures * args.models * len(conditions) * args.repeats
     emit("scale", {
         "machine_before": before, "cells": cells, "shape": f"{args.fixtures} fixtures x {args.models} models x "

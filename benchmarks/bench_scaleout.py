@@ -15,24 +15,18 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import tempfile
 from pathlib import Path
 
 from harness import (
     AFPBENCH,
-    REDIS_URL,
-    REPO,
-    afp_env,
+    distributed_services,
     emit,
-    flush_redis,
     machine,
     make_fixtures,
     run_json,
     sim_process,
     sweep_span,
-    throwaway_postgres,
-    wait_workers_ready,
     workers,
     write_spec,
 )
@@ -55,17 +49,10 @@ def main() -> None:
             spec = write_spec(work / "spec.yaml", sim_url, work / "fixtures")
             for count in [int(c) for c in args.counts.split(",")]:
                 load = os.getloadavg()[0]
-                with throwaway_postgres() as db:
-                    flush_redis()
-                    env = afp_env(db, REDIS_URL)
-                    subprocess.run([*AFPBENCH, "db", "upgrade"], cwd=REPO, env=env, check=True,
-                                   capture_output=True)
-                    names = [f"so{count}x{i}" for i in range(count)]
-                    with workers(env, count, args.concurrency, work, prefix=f"so{count}x"):
-                        wait_workers_ready(REDIS_URL, names)
-                        summary, wall = run_json([*AFPBENCH, "run", str(spec), "--json"], env)
+                with distributed_services() as (db, env), \
+                        workers(env, count, args.concurrency, work, prefix=f"so{count}x", ready=True):
+                    summary, wall = run_json([*AFPBENCH, "run", str(spec), "--json"], env)
                     span = sweep_span(db, summary["sweep_id"])
-                flush_redis()
                 rate = args.n / span["span_s"]
                 ideal = count * args.concurrency / (args.latency_ms / 1000)
                 figures["runs"][count] = {

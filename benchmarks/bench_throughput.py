@@ -25,11 +25,10 @@ from pathlib import Path
 
 from harness import (
     AFPBENCH,
-    REDIS_URL,
     REPO,
     afp_env,
+    distributed_services,
     emit,
-    flush_redis,
     machine,
     make_fixtures,
     run_json,
@@ -37,8 +36,6 @@ from harness import (
     sim_reset,
     sim_stats,
     sweep_span,
-    throwaway_postgres,
-    wait_workers_ready,
     workers,
     write_prompts,
     write_spec,
@@ -94,17 +91,11 @@ def run_embedded(spec: Path, concurrency: int, work: Path, tag: str) -> dict:
 
 
 def run_distributed(spec: Path, concurrency: int, work: Path) -> dict:
-    with throwaway_postgres() as db:
-        flush_redis()
-        env = afp_env(db, REDIS_URL)
-        # Bring the schema to head before the worker starts, so neither races the other to create it.
-        subprocess.run([*AFPBENCH, "db", "upgrade"], cwd=REPO, env=env, check=True, capture_output=True)
-        with workers(env, 1, concurrency, work, prefix="tput") as procs:
-            wait_workers_ready(REDIS_URL, ["tput0"])
+    with distributed_services() as (db, env):
+        with workers(env, 1, concurrency, work, prefix="tput", ready=True) as procs:
             summary, wall = run_json([*AFPBENCH, "run", str(spec), "--json"], env)
             alive = procs[0].poll() is None
         figures = _afp_figures(db, summary)
-    flush_redis()
     return {"wall_s": round(wall, 2), "worker_alive_at_end": alive, **figures}
 
 

@@ -159,6 +159,20 @@ def throwaway_postgres():
         admin.dispose()
 
 
+@contextmanager
+def distributed_services():
+    """Redis DB 13 flushed (before and after) and a throwaway PostgreSQL database brought to schema head
+    before any worker starts, so none races another to create it. Yields (database URL, afpbench env)."""
+    with throwaway_postgres() as db:
+        flush_redis()
+        env = afp_env(db, REDIS_URL)
+        subprocess.run([*AFPBENCH, "db", "upgrade"], cwd=REPO, env=env, check=True, capture_output=True)
+        try:
+            yield db, env
+        finally:
+            flush_redis()
+
+
 def afp_env(database_url: str, broker_url: str = "memory://localhost/", **extra: str) -> dict[str, str]:
     env = {**os.environ, "AFP_DATABASE_URL": database_url, "AFP_BROKER_URL": broker_url,
            "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO)}
@@ -167,8 +181,10 @@ def afp_env(database_url: str, broker_url: str = "memory://localhost/", **extra:
 
 
 @contextmanager
-def workers(env: dict[str, str], count: int, concurrency: int, log_dir: Path, prefix: str = "w"):
-    """`afpbench worker` processes (threads pool), stopped with SIGTERM (then SIGKILL) afterwards."""
+def workers(env: dict[str, str], count: int, concurrency: int, log_dir: Path, prefix: str = "w",
+            ready: bool = False):
+    """`afpbench worker` processes (threads pool), stopped with SIGTERM (then SIGKILL) afterwards;
+    `ready`: yield only once every one answers a ping over the broker."""
     procs = []
     for i in range(count):
         log = open(log_dir / f"{prefix}{i}.log", "w")  # noqa: SIM115 - closed below
@@ -177,6 +193,8 @@ def workers(env: dict[str, str], count: int, concurrency: int, log_dir: Path, pr
         procs.append((subprocess.Popen(args, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
                                        start_new_session=True), log))
     try:
+        if ready:
+            wait_workers_ready(env["AFP_BROKER_URL"], [f"{prefix}{i}" for i in range(count)])
         yield [p for p, _ in procs]
     finally:
         for proc, log in procs:
