@@ -8,6 +8,7 @@ scores against exactly what was sealed.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,28 +84,34 @@ _cache_lock = threading.Lock()
 _build_lock = threading.Lock()
 
 
-def inputs_for(session, sweep_id: str) -> SweepInputs:
-    """The sweep's inputs by id, from the per-process cache. On a miss only the two JSON columns needed
-    are read through `session` (an ORM session or a Core connection); hot paths never load the whole
-    sweep row: its JSON is large."""
+def _cached_inputs(sweep_id: str, stored: Callable[[], tuple[dict[str, Any], dict[str, Any]]]) -> SweepInputs:
+    """Per-process cache (a sweep's inputs never change once sealed). On a miss one thread reads the
+    stored spec and texts through `stored` and parses them; the others wait and take the cached copy."""
     with _cache_lock:
         hit = _cache.get(sweep_id)
     if hit is not None:
         return hit
-    from sqlmodel import select
-
-    from workers.models import Sweep
-
-    with _build_lock:  # one thread parses the fixture set; the others wait and take the cached copy
+    with _build_lock:
         with _cache_lock:
             hit = _cache.get(sweep_id)
         if hit is not None:
             return hit
-        spec, stored = session.execute(select(Sweep.spec, Sweep.inputs).where(Sweep.id == sweep_id)).one()
-        built = inputs_from_stored(spec, stored)
+        built = inputs_from_stored(*stored())
         with _cache_lock:
             _cache[sweep_id] = built
         return built
+
+
+def inputs_for(session, sweep_id: str) -> SweepInputs:
+    """The sweep's inputs by id. On a miss only the two JSON columns needed are read through `session`
+    (an ORM session or a Core connection); hot paths never load the whole sweep row: its JSON is large."""
+    from sqlmodel import select
+
+    from workers.models import Sweep
+
+    return _cached_inputs(
+        sweep_id, lambda: session.execute(select(Sweep.spec, Sweep.inputs).where(Sweep.id == sweep_id)).one()
+    )
 
 
 _validity_cache: dict[str, dict] = {}
@@ -137,12 +144,5 @@ def validity_for(session, sweep_id: str) -> dict:
 
 
 def inputs_for_sweep(sweep) -> SweepInputs:
-    """Per-process cache: a sweep's inputs never change once sealed."""
-    with _cache_lock:
-        hit = _cache.get(sweep.id)
-    if hit is not None:
-        return hit
-    built = inputs_from_stored(sweep.spec, sweep.inputs)
-    with _cache_lock:
-        _cache[sweep.id] = built
-    return built
+    """The same cache, for a caller that already holds the sweep row."""
+    return _cached_inputs(sweep.id, lambda: (sweep.spec, sweep.inputs))
