@@ -11,7 +11,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from sqlalchemy import Connection, bindparam, insert, or_, select, update
 
@@ -24,7 +24,7 @@ from workers.dispatch import top_up
 from workers.endpoints import endpoint_for
 from workers.inputs import SweepInputs, inputs_for, validity_for
 from workers.limiter import get_limiter, pool_key
-from workers.models import Attempt, Cell, Phase, Result, Sweep, SweepStatus, cell_key, utcnow
+from workers.models import Attempt, Cell, Phase, Result, Sweep, SweepStatus, as_utc, cell_key, utcnow
 from workers.providers.base import AdapterResult, ChatRequest, OutcomeClass, failure_result, key_for_quiet
 from workers.providers.registry import adapter_for
 from workers.retry import RetryPolicy, Verdict
@@ -310,10 +310,10 @@ def execute_cell(
         return Finished(cell.state, "already done")
     if cell.sweep_status == SweepStatus.cancelled:
         return Finished(None, "sweep cancelled")
-    if cell.phase == Phase.executing and cell.lease_until and _aware(cell.lease_until) > utcnow():
-        return RetryLater((_aware(cell.lease_until) - utcnow()).total_seconds() + 1, "held by another worker")
-    if cell.not_before and _aware(cell.not_before) > utcnow():
-        return RetryLater((_aware(cell.not_before) - utcnow()).total_seconds(), "backoff")
+    if cell.phase == Phase.executing and cell.lease_until and as_utc(cell.lease_until) > utcnow():
+        return RetryLater((as_utc(cell.lease_until) - utcnow()).total_seconds() + 1, "held by another worker")
+    if cell.not_before and as_utc(cell.not_before) > utcnow():
+        return RetryLater((as_utc(cell.not_before) - utcnow()).total_seconds(), "backoff")
     model = _model_of(inputs, cell)
     endpoint = endpoint_for(model)
     pool = pool_key(model.provider, endpoint.base_url, key_for_quiet(endpoint))
@@ -339,11 +339,6 @@ def execute_cell(
     decision = _record(cell, claimed, model, inputs, validity, result, rounds, tool_records, tokens, policy)
     top_up(cell.sweep_id)  # a slot in this model's release window just freed
     return decision
-
-
-def _aware(moment: datetime) -> datetime:
-    """SQLite hands datetimes back naive; they were written in UTC."""
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def _record(

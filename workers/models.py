@@ -23,6 +23,11 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def as_utc(moment: datetime) -> datetime:
+    """Databases may hand timestamps back without a zone (SQLite always does); they were written in UTC."""
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
 class Phase(StrEnum):
     pending = "pending"  # row exists, not yet released to the queue
     queued = "queued"  # message sent

@@ -11,12 +11,12 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlmodel import Session, select
 
-from workers.models import Adjudication, Attempt, Cell, Judgement, Result, Sweep
+from workers.models import Adjudication, Attempt, Cell, Judgement, Result, Sweep, as_utc
 from workers.redact import mask_known
 from workers.spec import SpecError, parse_spec
 
@@ -28,10 +28,8 @@ class RecordNotFound(LookupError):
 
 
 def _iso(value: datetime | None) -> str | None:
-    """UTC timestamps; databases may hand them back without a zone (stored as UTC)."""
-    if value is None:
-        return None
-    return value.replace(tzinfo=value.tzinfo or UTC).isoformat(timespec="milliseconds")
+    """UTC timestamps, ISO 8601 to the millisecond."""
+    return None if value is None else as_utc(value).isoformat(timespec="milliseconds")
 
 
 def _attempt_json(a: Attempt, bodies_elsewhere: bool = False) -> dict[str, Any]:
