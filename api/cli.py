@@ -16,8 +16,8 @@ from contextlib import ExitStack
 import typer
 from rich.console import Console
 
-from api import cli_db, cli_fixtures, cli_report, cli_results, cli_scoring, cli_serve
-from api.display import progress_bar, summary_json, summary_table
+from afpbench.api import cli_db, cli_fixtures, cli_report, cli_results, cli_scoring, cli_serve
+from afpbench.api.display import progress_bar, summary_json, summary_table
 
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, help="afpbench: the AFP Benchmark Protocol at scale."
@@ -32,15 +32,15 @@ console = Console(stderr=True)
 
 
 def _known_errors() -> tuple[type[BaseException], ...]:
-    from fixtures.loader import FixtureError
-    from reference.loader import ReferenceFileError
-    from workers.db import DatabaseConfigError
-    from workers.migrate import SchemaMismatch
-    from workers.preflight import PreflightError
-    from workers.providers.base import MissingKey
-    from workers.providers.registry import UnknownProvider
-    from workers.runs import SealMismatch, SweepNotFound
-    from workers.spec import SpecError
+    from afpbench.fixtures.loader import FixtureError
+    from afpbench.reference.loader import ReferenceFileError
+    from afpbench.workers.providers.base import MissingKey
+    from afpbench.workers.providers.preflight import PreflightError
+    from afpbench.workers.providers.registry import UnknownProvider
+    from afpbench.workers.store.db import DatabaseConfigError
+    from afpbench.workers.store.migrate import SchemaMismatch
+    from afpbench.workers.sweeps.runs import SealMismatch, SweepNotFound
+    from afpbench.workers.sweeps.spec import SpecError
 
     return (
         FixtureError,
@@ -65,9 +65,9 @@ def run(
     threads: int = typer.Option(0, help="embedded worker threads (default AFP_EMBEDDED_THREADS)"),
 ) -> None:
     """Run a sweep. Embedded by default (SQLite + in-memory broker + in-process worker threads)."""
-    from workers.runs import attempts_count, start_sweep, wait_for
-    from workers.settings import get_settings
-    from workers.spec import demo_spec, load_spec
+    from afpbench.workers.settings import get_settings
+    from afpbench.workers.sweeps.runs import attempts_count, start_sweep, wait_for
+    from afpbench.workers.sweeps.spec import demo_spec, load_spec
 
     settings = get_settings()
     sweep_spec = load_spec(spec) if spec else demo_spec()
@@ -75,7 +75,7 @@ def run(
         if any(m.provider == "sim" and not m.base_url for m in [*sweep_spec.models, *sweep_spec.judges]):
             _start_local_sim(stack, settings)
         if settings.embedded:
-            from workers.embedded import embedded_worker
+            from afpbench.workers.embedded import embedded_worker
 
             stack.enter_context(embedded_worker(threads or settings.embedded_threads))
         elif detach is False and not settings.embedded:
@@ -103,7 +103,7 @@ def wide_console() -> Console:
 
 def _start_local_sim(stack: ExitStack, settings) -> None:
     """Simulated models without a base_url talk to a sim server this process starts."""
-    from workers.sim.server import FaultConfig, SimConfig, SimServer
+    from afpbench.workers.sim.server import FaultConfig, SimConfig, SimServer
 
     if settings.embedded:
         server = stack.enter_context(SimServer(SimConfig(faults=FaultConfig())).start())
@@ -122,8 +122,8 @@ def _start_local_sim(stack: ExitStack, settings) -> None:
 @app.command()
 def status(sweep: str | None = typer.Argument(None, help="sweep id; omitted: the latest")) -> None:
     """Progress of a sweep by phase and result state."""
-    from workers.runs import attempts_count, latest_sweep_id, progress
-    from workers.settings import get_settings
+    from afpbench.workers.settings import get_settings
+    from afpbench.workers.sweeps.runs import attempts_count, latest_sweep_id, progress
 
     sweep_id = sweep or latest_sweep_id()
     if sweep_id is None:
@@ -148,9 +148,9 @@ def worker(
     beat: bool = typer.Option(False, help="also run the periodic reconciler (one worker only)"),
 ) -> None:
     """Run a Celery worker for the configured broker (AFP_BROKER_URL)."""
-    from workers.celery_app import QUEUES
-    from workers.celery_app import app as celery_app
-    from workers.settings import get_settings
+    from afpbench.workers.celery_app import QUEUES
+    from afpbench.workers.celery_app import app as celery_app
+    from afpbench.workers.settings import get_settings
 
     settings = get_settings()
     settings.check_timing()
@@ -175,7 +175,7 @@ def worker(
         argv.append(f"--hostname={hostname}")
     if beat:
         argv.append("--beat")
-    from workers.db import for_worker_process
+    from afpbench.workers.store.db import for_worker_process
 
     for_worker_process()
     celery_app.worker_main(argv)
@@ -198,7 +198,7 @@ def sim(
     seed: int = typer.Option(0),
 ) -> None:
     """Serve a simulated OpenAI-compatible model (its output is labelled simulated everywhere)."""
-    from workers.sim.server import FaultConfig, SimConfig, serve_forever
+    from afpbench.workers.sim.server import FaultConfig, SimConfig, serve_forever
 
     faults = FaultConfig(
         latency_ms=latency_ms,

@@ -22,8 +22,8 @@ def upgrade(
     revision: str = typer.Option("head", help="target revision (default: the newest this code knows)"),
 ) -> None:
     """Migrate AFP_DATABASE_URL to the revision this code needs (creates the tables on a new database)."""
-    from workers import migrate
-    from workers.settings import get_settings
+    from afpbench.workers.settings import get_settings
+    from afpbench.workers.store import migrate
 
     url = get_settings().database_url
     before = migrate.current_revision(url)
@@ -40,8 +40,8 @@ def current(
     url: str | None = typer.Option(None, help="database URL (default AFP_DATABASE_URL)"),
 ) -> None:
     """Print the database's schema revision and the one this code needs."""
-    from workers import migrate
-    from workers.settings import get_settings
+    from afpbench.workers.settings import get_settings
+    from afpbench.workers.store import migrate
 
     url = url or get_settings().database_url
     found = migrate.current_revision(url)

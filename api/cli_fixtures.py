@@ -14,11 +14,11 @@ def validate(
     directory: str | None = typer.Argument(None, help="fixture directory; omitted: the pilot set"),
 ) -> None:
     """Schema-check every fixture and run the validity gate against the default A-D texts."""
-    from fixtures.loader import load_fixtures
-    from reference.loader import load_instructions, load_judge_prompt
-    from scoring.render import render
-    from scoring.validity import check_fixture
-    from scoring.vocabulary import afp_terms
+    from afpbench.fixtures.loader import load_fixtures
+    from afpbench.reference.loader import load_instructions, load_judge_prompt
+    from afpbench.scoring.render import render
+    from afpbench.scoring.validity import check_fixture
+    from afpbench.scoring.vocabulary import afp_terms
 
     fixtures = load_fixtures(directory)
     instructions = load_instructions()
@@ -42,9 +42,9 @@ def validate(
 @app.command()
 def show(fixture_id: str, directory: str | None = typer.Option(None, "--dir")) -> None:
     """Print a fixture and the prompt every condition renders for it."""
-    from fixtures.loader import load_fixture
-    from reference.loader import load_instructions
-    from scoring.render import render
+    from afpbench.fixtures.loader import load_fixture
+    from afpbench.reference.loader import load_instructions
+    from afpbench.scoring.render import render
 
     fx = load_fixture(fixture_id, directory)
     out = Console()

@@ -15,14 +15,14 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from api.cli_results import CommandError
+from afpbench.api.cli_results import CommandError
 
 FORMATS = ("md", "html", "json")
 
 
 def _summary(sweep: str) -> dict:
-    from workers.aggregation import snapshot
-    from workers.runs import SweepNotFound
+    from afpbench.workers.results.aggregation import snapshot
+    from afpbench.workers.sweeps.runs import SweepNotFound
 
     try:
         return snapshot(sweep, interim=None)
@@ -76,8 +76,8 @@ def register(app: typer.Typer) -> None:
     def show(cell: int = typer.Argument(..., help="cell id"),
              as_json: bool = typer.Option(False, "--json", help="print the full run record as JSON")) -> None:
         """Show the run record of one cell (every field the protocol requires)."""
-        from workers.db import session_scope
-        from workers.records import RecordNotFound, run_record
+        from afpbench.workers.results.records import RecordNotFound, run_record
+        from afpbench.workers.store.db import session_scope
 
         try:
             with session_scope() as session:
@@ -92,8 +92,8 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def aggregate(sweep: str) -> None:
         """Recompute a sweep's summary now (stored once the sweep is complete; interim otherwise)."""
-        from workers.aggregation import aggregate_sweep
-        from workers.runs import SweepNotFound
+        from afpbench.workers.results.aggregation import aggregate_sweep
+        from afpbench.workers.sweeps.runs import SweepNotFound
 
         try:
             summary = aggregate_sweep(sweep)
@@ -108,7 +108,7 @@ def register(app: typer.Typer) -> None:
                fmt: str = typer.Option("md", "--format", help="md, html or json"),
                out: Path | None = typer.Option(None, "--out", help="write to this file instead of stdout")) -> None:
         """Render the sweep's summary tables (HTML: self-contained page with plots)."""
-        from api.report import render_report
+        from afpbench.api.report import render_report
 
         if fmt not in FORMATS:
             raise CommandError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
@@ -125,9 +125,9 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def export(sweep: str, directory: Path) -> None:
         """Write the publication bundle; STATUS.md says published only when every item is present."""
-        from api.report import render_report
-        from workers.export import ExportError, export_bundle
-        from workers.runs import SweepNotFound
+        from afpbench.api.report import render_report
+        from afpbench.workers.results.export import ExportError, export_bundle
+        from afpbench.workers.sweeps.runs import SweepNotFound
 
         try:
             result = export_bundle(sweep, directory, renderer=render_report)

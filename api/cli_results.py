@@ -13,9 +13,9 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def verify(sweep: str) -> None:
         """Recompute every seal component from the current inputs and name any that changed."""
-        from workers.coordinator import stored_inputs_intact, verify_sweep
-        from workers.db import session_scope
-        from workers.models import Sweep
+        from afpbench.workers.store.db import session_scope
+        from afpbench.workers.store.models import Sweep
+        from afpbench.workers.sweeps.coordinator import stored_inputs_intact, verify_sweep
 
         with session_scope() as session:
             row = session.get(Sweep, sweep)
@@ -35,13 +35,13 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def resume(sweep: str) -> None:
         """Re-send every unfinished cell of a sweep (after a crash or a broker restart)."""
-        from workers.runs import resume as resume_sweep
+        from afpbench.workers.sweeps.runs import resume as resume_sweep
 
         typer.echo(f"re-sent {resume_sweep(sweep)} cells of sweep {sweep}")
 
     @app.command()
     def cancel(sweep: str) -> None:
         """Stop a sweep: no more cells are released; queued messages find it cancelled."""
-        from workers.runs import cancel as cancel_sweep
+        from afpbench.workers.sweeps.runs import cancel as cancel_sweep
 
         typer.echo(f"sweep {sweep} cancelled; {cancel_sweep(sweep)} cells left unfinished")

@@ -9,14 +9,14 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from api.cli_results import CommandError
+from afpbench.api.cli_results import CommandError
 
 adjudicate_app = typer.Typer(no_args_is_help=True, help="Human adjudication of GRADER_DISPUTE cells.")
 
 
 def judge_from_option(judge: str, base_url: str | None, api_key_env: str | None):
     """`provider:model` (e.g. `openai:gpt-4o-mini`, `sim:sim-1`) into a judge ModelSpec."""
-    from workers.spec import SpecError, parse_spec
+    from afpbench.workers.sweeps.spec import SpecError, parse_spec
 
     if ":" not in judge:
         raise CommandError(
@@ -32,8 +32,8 @@ def judge_from_option(judge: str, base_url: str | None, api_key_env: str | None)
 
 def _with_sim(stack: ExitStack, judges) -> None:
     if any(j.provider == "sim" and not j.base_url for j in judges):
-        from api.cli import _start_local_sim
-        from workers.settings import get_settings
+        from afpbench.api.cli import _start_local_sim
+        from afpbench.workers.settings import get_settings
 
         _start_local_sim(stack, get_settings())
 
@@ -41,7 +41,7 @@ def _with_sim(stack: ExitStack, judges) -> None:
 @adjudicate_app.command("list")
 def list_(sweep: str | None = typer.Argument(None)) -> None:
     """Cells awaiting a human decision."""
-    from workers.adjudication import list_disputes
+    from afpbench.workers.grading.adjudication import list_disputes
 
     rows = list_disputes(sweep)
     table = Table(title=f"{len(rows)} cells in GRADER_DISPUTE")
@@ -63,9 +63,9 @@ def list_(sweep: str | None = typer.Argument(None)) -> None:
 @adjudicate_app.command("show")
 def show(cell: int) -> None:
     """The run record of a disputed cell: response, judge rationales, dispute reasons, history."""
-    from workers.adjudication import history
-    from workers.db import session_scope
-    from workers.records import run_record
+    from afpbench.workers.grading.adjudication import history
+    from afpbench.workers.results.records import run_record
+    from afpbench.workers.store.db import session_scope
 
     with session_scope() as session:
         record = run_record(session, cell)
@@ -85,9 +85,9 @@ def decide(
     fatal: str | None = typer.Option(None, help="fatal criterion id, if any"),
 ) -> None:
     """Record a human decision; the cell's state follows it, earlier rows stay as history."""
-    from fixtures.schema import DIMENSIONS
-    from workers.adjudication import AdjudicationError
-    from workers.adjudication import decide as decide_cell
+    from afpbench.fixtures.schema import DIMENSIONS
+    from afpbench.workers.grading.adjudication import AdjudicationError
+    from afpbench.workers.grading.adjudication import decide as decide_cell
 
     parsed = None
     if scores:
@@ -116,16 +116,16 @@ def register(app: typer.Typer) -> None:
         api_key_env: str | None = typer.Option(None),
     ) -> None:
         """Score again from stored raw outputs (no call to the tested model); adds a new scoring run."""
-        from workers.adjudication import AdjudicationError, rescore_sweep
+        from afpbench.workers.grading.adjudication import AdjudicationError, rescore_sweep
 
         judges = [judge_from_option(judge, base_url, api_key_env)] if judge else None
         with ExitStack() as stack:
             if judges:
                 _with_sim(stack, judges)
             else:
-                from workers.db import session_scope
-                from workers.models import Sweep
-                from workers.spec import parse_spec
+                from afpbench.workers.store.db import session_scope
+                from afpbench.workers.store.models import Sweep
+                from afpbench.workers.sweeps.spec import parse_spec
 
                 with session_scope() as session:
                     row = session.get(Sweep, sweep)
@@ -150,7 +150,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json"),
     ) -> None:
         """Run a judge over the canned responses with declared gold scores; report agreement."""
-        from workers.calibration import calibrate as run_calibration
+        from afpbench.workers.grading.calibration import calibrate as run_calibration
 
         spec = judge_from_option(judge, base_url, api_key_env)
         with ExitStack() as stack:

@@ -12,7 +12,7 @@ import os
 
 import typer
 
-from api.cli_results import CommandError
+from afpbench.api.cli_results import CommandError
 
 FLOWER_USER_ENV = "AFP_FLOWER_USER"
 FLOWER_PASSWORD_ENV = "AFP_FLOWER_PASSWORD"
@@ -61,7 +61,7 @@ def register(app: typer.Typer) -> None:
         log_level: str = typer.Option("info", help="uvicorn log level"),
     ) -> None:
         """Serve the HTTP API (OpenAPI docs at /docs). Embedded mode runs its worker in this process."""
-        from workers.settings import get_settings
+        from afpbench.workers.settings import get_settings
 
         settings = get_settings()
         token = settings.api_token.get_secret_value() if settings.api_token is not None else ""
@@ -69,7 +69,7 @@ def register(app: typer.Typer) -> None:
         settings.check_timing()
         import uvicorn
 
-        from api.http.app import create_app
+        from afpbench.api.http.app import create_app
 
         uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level.lower())
 
@@ -79,8 +79,8 @@ def register(app: typer.Typer) -> None:
         address: str = typer.Option("127.0.0.1", help="beyond loopback needs AFP_FLOWER_USER/_PASSWORD"),
     ) -> None:
         """Run Flower (workers, queues, tasks) against the configured broker, with basic auth."""
-        from workers.celery_app import app as celery_app
-        from workers.settings import get_settings
+        from afpbench.workers.celery_app import app as celery_app
+        from afpbench.workers.settings import get_settings
 
         if get_settings().embedded:
             raise CommandError(

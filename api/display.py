@@ -11,9 +11,9 @@ from rich.table import Table
 from sqlalchemy import func
 from sqlmodel import select
 
-from scoring.states import ResultState
-from workers.db import session_scope
-from workers.models import Cell, Sweep
+from afpbench.scoring.states import ResultState
+from afpbench.workers.store.db import session_scope
+from afpbench.workers.store.models import Cell, Sweep
 
 STATES = [s.value for s in ResultState]
 

@@ -11,7 +11,7 @@ import json
 from html import escape
 from typing import Any
 
-from api import report_svg
+from afpbench.api import report_svg
 
 EXCLUDED = ("PROVIDER_BLOCK", "INFRA_ERROR", "INVALID_TEST", "GRADER_DISPUTE")
 DIMENSIONS = ("task_correctness", "evidence_discipline", "uncertainty_handling", "failure_control", "total")

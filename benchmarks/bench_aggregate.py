@@ -33,7 +33,7 @@ DETAILS_PADDING = {"assertions": [{"id": f"a{i}", "kind": "invariant", "passed":
 
 
 def _spec(models: int) -> dict:
-    from workers.spec import parse_spec
+    from afpbench.workers.sweeps.spec import parse_spec
 
     return parse_spec({"name": "bench (synthetic)", "models": [
         {"provider": "sim", "model": f"sim-{i}", "label": f"sim-{i} (simulated)",
@@ -44,9 +44,9 @@ def build(url: str, n_cells: int, models: int = 5) -> dict[str, float]:
     """Insert the synthetic sweep with Core bulk inserts; returns timings."""
     from sqlalchemy import insert
 
-    from workers.db import get_engine
-    from workers.models import Attempt, Cell, Result, Sweep
-    from workers.spec import parse_spec
+    from afpbench.workers.store.db import get_engine
+    from afpbench.workers.store.models import Attempt, Cell, Result, Sweep
+    from afpbench.workers.sweeps.spec import parse_spec
 
     rng = random.Random(7)
     started = time.perf_counter()
@@ -106,9 +106,9 @@ def measure(url: str) -> dict[str, float]:
     os.environ["AFP_DATABASE_URL"] = url
     from sqlmodel import select
 
-    from workers.aggregation import aggregate_sweep
-    from workers.db import session_scope
-    from workers.models import Cell
+    from afpbench.workers.results.aggregation import aggregate_sweep
+    from afpbench.workers.store.db import session_scope
+    from afpbench.workers.store.models import Cell
 
     with session_scope() as session:  # connect and warm the page cache before timing anything
         session.execute(select(Cell.id, Cell.state).where(Cell.sweep_id == SWEEP_ID)).all()
@@ -131,7 +131,7 @@ def measure(url: str) -> dict[str, float]:
 
 def run_backend(name: str, url: str, n_cells: int) -> None:
     built = build(url, n_cells)
-    from workers.db import dispose_engines
+    from afpbench.workers.store.db import dispose_engines
 
     dispose_engines()
     child = subprocess.run([sys.executable, __file__, "--measure", url], capture_output=True, text=True,
@@ -187,7 +187,7 @@ def main() -> None:
     finally:
         import psycopg
 
-        from workers.db import dispose_engines
+        from afpbench.workers.store.db import dispose_engines
 
         dispose_engines()
         with psycopg.connect(PG_ADMIN, autocommit=True) as conn:

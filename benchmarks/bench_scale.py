@@ -38,9 +38,9 @@ from harness import (
 COORDINATOR = """
 import json, resource, sys, time
 t0 = time.monotonic()
-from workers.runs import start_sweep
-from workers.spec import load_spec
-from workers.db import get_engine
+from afpbench.workers.sweeps.runs import start_sweep
+from afpbench.workers.sweeps.spec import load_spec
+from afpbench.workers.store.db import get_engine
 get_engine()
 spec = load_spec(sys.argv[1])
 t1 = time.monotonic()

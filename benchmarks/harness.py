@@ -22,7 +22,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-AFPBENCH = [sys.executable, "-m", "api.cli"]
+AFPBENCH = [sys.executable, "-m", "afpbench.api.cli"]
 REDIS_URL = os.environ.get("AFP_BENCH_REDIS", "redis://127.0.0.1:6379/13")
 PG_ADMIN = os.environ.get("AFP_BENCH_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres")
 PILOT = REPO / "fixtures" / "pilot" / "P01.yaml"
@@ -59,9 +59,9 @@ def write_prompts(fixtures_dir: Path, out: Path, condition: str = "A") -> int:
     """The exact messages afpbench sends for each fixture under `condition`, one JSON line each: the
     Inspect task reads these, so both harnesses send the same 1,000 prompts."""
     sys.path.insert(0, str(REPO))
-    from fixtures.loader import load_fixtures
-    from reference.loader import load_instructions
-    from scoring.render import render
+    from afpbench.fixtures.loader import load_fixtures
+    from afpbench.reference.loader import load_instructions
+    from afpbench.scoring.render import render
 
     instructions = load_instructions()
     lines = []

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from reference.hashing import text_sha256
+from afpbench.reference.hashing import text_sha256
 
 CONDITIONS = ("A", "B", "C", "D")
 
@@ -44,7 +44,7 @@ class InstructionSet:
 
 
 def _packaged(name: str) -> str:
-    return resources.files("reference").joinpath(name).read_text(encoding="utf-8")
+    return resources.files("afpbench.reference").joinpath(name).read_text(encoding="utf-8")
 
 
 @lru_cache(maxsize=1)
@@ -72,7 +72,7 @@ def build_instruction_set(name: str, version: str, texts: dict[str, str]) -> Ins
 
 def load_instructions(directory: str | Path | None = None) -> InstructionSet:
     if directory is None:
-        root = resources.files("reference").joinpath("instructions")
+        root = resources.files("afpbench.reference").joinpath("instructions")
         manifest = yaml.safe_load(root.joinpath("manifest.yaml").read_text(encoding="utf-8")) or {}
         texts = {c: _normalise(root.joinpath(f"{c}.md").read_text(encoding="utf-8")) for c in CONDITIONS}
         return build_instruction_set("afpbench-default", str(manifest.get("version", "unversioned")), texts)

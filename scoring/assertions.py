@@ -12,9 +12,9 @@ import re
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from fixtures.schema import Assertion, AssertionCheck, Fixture
-from scoring.figures import extract_figures
-from scoring.vocabulary import normalise_space
+from afpbench.fixtures.schema import Assertion, AssertionCheck, Fixture
+from afpbench.scoring.figures import extract_figures
+from afpbench.scoring.vocabulary import normalise_space
 
 
 @dataclass(frozen=True)

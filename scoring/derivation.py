@@ -12,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal, DecimalException, localcontext
 
-from fixtures.schema import DerivationStep, NumericSpec, Quantisation, Transformation
-from scoring.calculator import DECIMAL_CONTEXT
+from afpbench.fixtures.schema import DerivationStep, NumericSpec, Quantisation, Transformation
+from afpbench.scoring.calculator import DECIMAL_CONTEXT
 
 ROUNDING_MODES = {"HALF_UP": ROUND_HALF_UP, "HALF_EVEN": ROUND_HALF_EVEN}
 

@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass
 from decimal import Decimal
 
-from fixtures.schema import NumericSpec
+from afpbench.fixtures.schema import NumericSpec
 
 CURRENCY_SYMBOLS = {"$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY", "₹": "INR"}
 DOLLAR_CODES = {"USD", "CAD", "AUD", "NZD", "SGD", "HKD"}  # "$" is compatible with any of these

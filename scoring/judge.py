@@ -25,9 +25,9 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from fixtures.schema import DIMENSIONS, Fixture
-from scoring.render import render_user_message
-from scoring.vocabulary import normalise_space
+from afpbench.fixtures.schema import DIMENSIONS, Fixture
+from afpbench.scoring.render import render_user_message
+from afpbench.scoring.vocabulary import normalise_space
 
 _FENCED = re.compile(r"\A\s*```json[ \t]*\n(.*)\n[ \t]*```\s*\Z", re.DOTALL)
 

@@ -25,17 +25,17 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from fixtures.schema import NumericSpec
-from scoring.calculator import DECIMAL_CONTEXT, Unobservable, operands
-from scoring.derivation import (
+from afpbench.fixtures.schema import NumericSpec
+from afpbench.scoring.calculator import DECIMAL_CONTEXT, Unobservable, operands
+from afpbench.scoring.derivation import (
     ROUNDING_MODES,
     ReferenceDerivation,
     apply_transformation,
     evaluate_reference,
     quantise,
 )
-from scoring.evidence_class import EvidenceClass, classify_evidence
-from scoring.figures import FigureIdentification, extract_figures, identify_answer_figure
+from afpbench.scoring.evidence_class import EvidenceClass, classify_evidence
+from afpbench.scoring.figures import FigureIdentification, extract_figures, identify_answer_figure
 
 STEPS = (
     "source",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from fixtures.schema import EvidenceItem, Fixture
+from afpbench.fixtures.schema import EvidenceItem, Fixture
 
 CALCULATOR_TOOL = {
     "name": "calculator",

@@ -12,16 +12,16 @@ import re
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from fixtures.schema import AssertionCheck, Fixture
-from scoring.derivation import (
+from afpbench.fixtures.schema import AssertionCheck, Fixture
+from afpbench.scoring.derivation import (
     DerivationError,
     apply_transformation,
     evaluate_reference,
     quantise,
     unused_constants,
 )
-from scoring.render import RenderedPrompt, render_user_message, tools_for
-from scoring.vocabulary import find_terms, normalise_space
+from afpbench.scoring.render import RenderedPrompt, render_user_message, tools_for
+from afpbench.scoring.vocabulary import find_terms, normalise_space
 
 CHECKS = ("consistent", "visible_to_model", "same_requirement", "assertions_scoped", "behaviour_not_terms")
 

@@ -23,11 +23,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from statistics import median_low
 
-from fixtures.schema import DIMENSIONS, FatalCriterionId
-from scoring.assertions import AssertionOutcome
-from scoring.judge import Judgement
-from scoring.states import ResultState
-from scoring.validity import ValidityReport
+from afpbench.fixtures.schema import DIMENSIONS, FatalCriterionId
+from afpbench.scoring.assertions import AssertionOutcome
+from afpbench.scoring.judge import Judgement
+from afpbench.scoring.states import ResultState
+from afpbench.scoring.validity import ValidityReport
 
 EXECUTION_OUTCOMES = ("answered", "provider_block", "infra_error")
 _FATAL_ORDER = [c.value for c in FatalCriterionId]

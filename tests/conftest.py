@@ -60,7 +60,7 @@ def postgres_url() -> str:
         need("PostgreSQL", str(exc))
     base = PG_ADMIN_URL.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://")
     yield f"{base}/{name}"
-    from workers.db import dispose_engines
+    from afpbench.workers.store.db import dispose_engines
 
     dispose_engines()
     with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
@@ -75,8 +75,9 @@ def sqlite_url(tmp_path: Path) -> str:
 @pytest.fixture
 def settings_env(monkeypatch):
     """Point the process-wide settings at given URLs (clears caches before and after)."""
-    from workers import limiter, settings
-    from workers.db import dispose_engines
+    from afpbench.workers import settings
+    from afpbench.workers.limits import limiter
+    from afpbench.workers.store.db import dispose_engines
 
     def apply(**env: str):
         for k, v in env.items():

@@ -12,7 +12,7 @@ from celery import Celery
 from celery.signals import worker_process_init
 from kombu import Exchange, Queue
 
-from workers.settings import get_settings
+from afpbench.workers.settings import get_settings
 
 PROVIDER_QUEUES = ("exec.openai", "exec.anthropic", "exec.gemini", "exec.sim")
 QUEUES = (*PROVIDER_QUEUES, "score", "aggregate", "control")
@@ -20,7 +20,7 @@ QUEUES = (*PROVIDER_QUEUES, "score", "aggregate", "control")
 
 def make_app() -> Celery:
     settings = get_settings()
-    app = Celery("afpbench", broker=settings.broker_url, include=["workers.tasks"])
+    app = Celery("afpbench", broker=settings.broker_url, include=["afpbench.workers.tasks"])
     exchange = Exchange("afpbench", type="direct")
     transport_options = {
         "visibility_timeout": settings.visibility_timeout_s,
@@ -122,7 +122,7 @@ def _fresh_connections(**_kwargs) -> None:
     # A forked pool child must not share the parent's database connections.
     from sqlalchemy.orm import configure_mappers
 
-    from workers.db import dispose_engines
+    from afpbench.workers.store.db import dispose_engines
 
     dispose_engines()
     # Reliability fix: configure the ORM mappers now, not inside the child's first task, where a time

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from celery.worker import WorkController
 from celery.worker import state as worker_state
 
-from workers.celery_app import QUEUES, app
+from afpbench.workers.celery_app import QUEUES, app
 
 
 class _Controller(WorkController):

@@ -13,9 +13,9 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from sqlalchemy.exc import InterfaceError, OperationalError
 
-from workers.celery_app import app
-from workers.completion import claim_aggregate
-from workers.execution import RetryLater, ScoreNext, execute_cell
+from afpbench.workers.celery_app import app
+from afpbench.workers.cells.completion import claim_aggregate
+from afpbench.workers.cells.execution import RetryLater, ScoreNext, execute_cell
 
 log = logging.getLogger(__name__)
 WORKER_ID = f"{socket.gethostname()}:{__import__('os').getpid()}"
@@ -34,7 +34,7 @@ def _countdown(delay_s: float) -> float:
     """Reliability fix: a countdown message waits unacked in the worker; one that outlives the broker's
     visibility timeout is delivered a second time. Cap it at half the timeout: a task that wakes early
     finds its not_before or lease in SQL and waits again."""
-    from workers.settings import get_settings
+    from afpbench.workers.settings import get_settings
 
     return max(0.05, min(delay_s, get_settings().visibility_timeout_s / 2))
 
@@ -69,7 +69,7 @@ def execute(self, cell_id: int, prepaid: bool = False) -> str:
 
 @app.task(name="afpbench.score", bind=True, max_retries=None, acks_late=True)
 def score(self, cell_id: int) -> str:
-    from workers.scoring_service import RejudgeLater, score_cell
+    from afpbench.workers.grading.scorer import RejudgeLater, score_cell
 
     try:
         outcome = score_cell(cell_id, _worker_name(self))
@@ -82,8 +82,8 @@ def score(self, cell_id: int) -> str:
 
 
 def after_terminal(cell_id: int, task, sweep_id: str | None = None) -> None:
-    from workers.db import session_scope
-    from workers.models import Cell
+    from afpbench.workers.store.db import session_scope
+    from afpbench.workers.store.models import Cell
 
     if sweep_id is None:
         with session_scope() as session:
@@ -94,7 +94,7 @@ def after_terminal(cell_id: int, task, sweep_id: str | None = None) -> None:
 
 @app.task(name="afpbench.aggregate", bind=True, max_retries=5, acks_late=True)
 def aggregate(self, sweep_id: str) -> str:
-    from workers.aggregation import aggregate_sweep
+    from afpbench.workers.results.aggregation import aggregate_sweep
 
     try:
         aggregate_sweep(sweep_id)
@@ -105,6 +105,6 @@ def aggregate(self, sweep_id: str) -> str:
 
 @app.task(name="afpbench.reconcile", bind=True, acks_late=True)
 def reconcile(self, sweep_id: str | None = None) -> int:
-    from workers.reconciler import reconcile_sweeps
+    from afpbench.workers.cells.reconciler import reconcile_sweeps
 
     return reconcile_sweeps(sweep_id)

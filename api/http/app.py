@@ -16,12 +16,12 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
 from sqlalchemy.exc import DataError
 
-from api.http import routes_adjudications, routes_cells, routes_ops, routes_sweeps
-from api.http.deps import Authorized, configured_token
-from api.http.runtime import Runtime
-from workers.runs import SweepNotFound
-from workers.seal import afpbench_version
-from workers.settings import Settings, get_settings
+from afpbench.api.http import routes_adjudications, routes_cells, routes_ops, routes_sweeps
+from afpbench.api.http.deps import Authorized, configured_token
+from afpbench.api.http.runtime import Runtime
+from afpbench.workers.settings import Settings, get_settings
+from afpbench.workers.sweeps.runs import SweepNotFound
+from afpbench.workers.sweeps.seal import afpbench_version
 
 DESCRIPTION = """Run and inspect AFP Benchmark Protocol sweeps. Every route but `/healthz` needs
 `Authorization: Bearer <AFP_API_TOKEN>` when a token is configured. Simulated model output is labelled

@@ -10,9 +10,9 @@ from fastapi import Depends, HTTPException, Path, Query, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlmodel import Session
 
-from api.http.schemas import MAX_PAGE
-from workers.db import session_scope
-from workers.settings import Settings
+from afpbench.api.http.schemas import MAX_PAGE
+from afpbench.workers.settings import Settings
+from afpbench.workers.store.db import session_scope
 
 # Integer inputs stay within what every database column and OFFSET accepts: never a 500 for a big number.
 DB_INT_MAX = 2**31 - 1

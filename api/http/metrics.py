@@ -15,10 +15,10 @@ from collections.abc import Iterable
 from sqlalchemy import func
 from sqlmodel import Session, select
 
-from workers.celery_app import QUEUES
-from workers.db import session_scope
-from workers.models import Attempt, Cell, Sweep, SweepStatus
-from workers.settings import Settings
+from afpbench.workers.celery_app import QUEUES
+from afpbench.workers.settings import Settings
+from afpbench.workers.store.db import session_scope
+from afpbench.workers.store.models import Attempt, Cell, Sweep, SweepStatus
 
 log = logging.getLogger("afpbench.metrics")
 

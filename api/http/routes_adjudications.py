@@ -6,10 +6,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, status
 
-from api.http.deps import Authorized, CellId, Limit, Offset, SessionDep, not_found, unprocessable
-from api.http.schemas import DecisionRecorded, DecisionRequest, Dispute, DisputePage
-from workers import adjudication
-from workers.models import Cell, Sweep
+from afpbench.api.http.deps import Authorized, CellId, Limit, Offset, SessionDep, not_found, unprocessable
+from afpbench.api.http.schemas import DecisionRecorded, DecisionRequest, Dispute, DisputePage
+from afpbench.workers.grading import adjudication
+from afpbench.workers.store.models import Cell, Sweep
 
 router = APIRouter(prefix="/adjudications", tags=["adjudication"], dependencies=Authorized)
 

@@ -8,11 +8,11 @@ from fastapi import APIRouter, Query
 from sqlalchemy import func, or_
 from sqlmodel import select
 
-from api.http.deps import Authorized, CellId, Limit, Offset, SessionDep, not_found
-from api.http.schemas import CellPage, CellSummary
-from scoring.states import ResultState
-from workers.models import Cell, Phase, Sweep
-from workers.records import run_record
+from afpbench.api.http.deps import Authorized, CellId, Limit, Offset, SessionDep, not_found
+from afpbench.api.http.schemas import CellPage, CellSummary
+from afpbench.scoring.states import ResultState
+from afpbench.workers.results.records import run_record
+from afpbench.workers.store.models import Cell, Phase, Sweep
 
 router = APIRouter(tags=["cells"], dependencies=Authorized)
 

@@ -6,10 +6,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 from sqlalchemy import text
 
-from api.http.deps import Authorized
-from api.http.metrics import CONTENT_TYPE, render_metrics
-from api.http.schemas import Health
-from workers.db import session_scope
+from afpbench.api.http.deps import Authorized
+from afpbench.api.http.metrics import CONTENT_TYPE, render_metrics
+from afpbench.api.http.schemas import Health
+from afpbench.workers.store.db import session_scope
 
 router = APIRouter(tags=["operations"])
 

@@ -9,8 +9,8 @@ from fastapi import APIRouter, HTTPException, Query, Request, Response, status
 from sqlalchemy import func
 from sqlmodel import select
 
-from api.http.deps import Authorized, Limit, Offset, SessionDep, not_found, unprocessable
-from api.http.schemas import (
+from afpbench.api.http.deps import Authorized, Limit, Offset, SessionDep, not_found, unprocessable
+from afpbench.api.http.schemas import (
     SweepCancelled,
     SweepCreated,
     SweepDetail,
@@ -18,13 +18,14 @@ from api.http.schemas import (
     SweepResumed,
     SweepSummary,
 )
-from api.report import render_report
-from fixtures.loader import FixtureError
-from reference.loader import ReferenceFileError
-from workers import aggregation, runs
-from workers.models import Cell, Sweep, SweepStatus
-from workers.preflight import PreflightError
-from workers.spec import SweepSpec
+from afpbench.api.report import render_report
+from afpbench.fixtures.loader import FixtureError
+from afpbench.reference.loader import ReferenceFileError
+from afpbench.workers.providers.preflight import PreflightError
+from afpbench.workers.results import aggregation
+from afpbench.workers.store.models import Cell, Sweep, SweepStatus
+from afpbench.workers.sweeps import runs
+from afpbench.workers.sweeps.spec import SweepSpec
 
 # Heavy modules (aggregation pulls in scipy) are imported here, not on first use: an import in a request
 # thread competes for the GIL with the embedded worker's threads and can take many times longer.

@@ -16,19 +16,19 @@ from contextlib import ExitStack
 
 from sqlmodel import select
 
-from workers.completion import claim_aggregate, open_cells
-from workers.db import session_scope
-from workers.dispatch import release
-from workers.models import Sweep, SweepStatus
-from workers.settings import Settings
-from workers.spec import SweepSpec
+from afpbench.workers.cells.completion import claim_aggregate, open_cells
+from afpbench.workers.cells.dispatch import release
+from afpbench.workers.settings import Settings
+from afpbench.workers.store.db import session_scope
+from afpbench.workers.store.models import Sweep, SweepStatus
+from afpbench.workers.sweeps.spec import SweepSpec
 
 log = logging.getLogger("afpbench.serve")
 
 
 def top_up_running_sweeps(claimer: str = "serve") -> int:
     """Release more cells of every running sweep; claim and enqueue aggregation for finished ones."""
-    from workers.tasks import aggregate
+    from afpbench.workers.tasks import aggregate
 
     with session_scope() as session:
         running = list(session.exec(select(Sweep.id).where(Sweep.status == SweepStatus.running)))
@@ -62,7 +62,7 @@ class Runtime:
         if not self.enabled:
             return
         if self.settings.embedded:
-            from workers.embedded import embedded_worker
+            from afpbench.workers.embedded import embedded_worker
 
             self._stack.enter_context(embedded_worker(self.settings.embedded_threads))
         self._stop.clear()
@@ -91,7 +91,7 @@ class Runtime:
         # a sim at AFP_SIM_URL, which workers on this machine reach, unless one already listens there.
         from urllib.parse import urlparse
 
-        from workers.sim.server import FaultConfig, SimConfig, SimServer
+        from afpbench.workers.sim.server import FaultConfig, SimConfig, SimServer
 
         config = SimConfig(faults=FaultConfig())
         if self.settings.embedded:

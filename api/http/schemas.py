@@ -7,8 +7,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fixtures.schema import DIMENSIONS, FatalCriterionId
-from scoring.states import ResultState
+from afpbench.fixtures.schema import DIMENSIONS, FatalCriterionId
+from afpbench.scoring.states import ResultState
 
 MAX_PAGE = 500
 Score = Annotated[int, Field(ge=0, le=2)]

@@ -26,7 +26,7 @@ def afpbench(
     }
     full_env.update(env or {})
     return subprocess.run(
-        [sys.executable, "-m", "api.cli", *args],
+        [sys.executable, "-m", "afpbench.api.cli", *args],
         cwd=cwd,
         env=full_env,
         capture_output=True,

@@ -8,7 +8,7 @@ import sqlite3
 
 import yaml
 
-from scoring.states import ResultState
+from afpbench.scoring.states import ResultState
 from tests.conftest import REPO
 from tests.e2e.test_cli_errors import afpbench
 

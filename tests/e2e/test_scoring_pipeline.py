@@ -18,7 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import yaml
 
-from fixtures.schema import FatalCriterionId
+from afpbench.fixtures.schema import FatalCriterionId
 from tests.conftest import REPO
 from tests.e2e.test_cli_errors import afpbench
 

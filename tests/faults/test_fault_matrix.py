@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from afpbench.workers.sim import FaultConfig, SimServer
+from afpbench.workers.sim.server import SimConfig
 from tests.e2e.test_cli_errors import afpbench, one_line_error, row_count, write_spec
 from tests.faults import fault_server as fs
 from tests.faults.harness import SweepRun, http_model, run_sweep, sim_model
-from workers.sim import FaultConfig, SimServer
-from workers.sim.server import SimConfig
 
 MAX_ATTEMPTS = 3  # AFP_MAX_ATTEMPTS for the matrix: persistent faults cost 3 tries (backoff ~0.5 s, ~1 s)
 ANSWERED = "GRADER_DISPUTE"  # an answered cell with no judge configured

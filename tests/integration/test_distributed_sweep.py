@@ -12,9 +12,9 @@ import sys
 import pytest
 from sqlalchemy import create_engine, text
 
+from afpbench.workers.sim.server import FaultConfig, SimConfig, SimServer
 from tests.conftest import REPO
 from tests.integration.workers_helper import running_workers, service_env
-from workers.sim.server import FaultConfig, SimConfig, SimServer
 
 pytestmark = pytest.mark.integration
 
@@ -24,7 +24,7 @@ def test_demo_sweep_on_redis_and_postgres_with_two_workers(postgres_url, fresh_r
         env = service_env(postgres_url, fresh_redis, AFP_SIM_URL=sim.base_url)
         with running_workers(env, ["w1", "w2"], tmp_path):
             proc = subprocess.run(
-                [sys.executable, "-m", "api.cli", "run", "--json"],
+                [sys.executable, "-m", "afpbench.api.cli", "run", "--json"],
                 cwd=REPO,
                 env=env,
                 capture_output=True,

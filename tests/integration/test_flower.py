@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import requests
 
+from afpbench.workers.sim.server import FaultConfig, SimConfig, SimServer
 from tests.conftest import REPO
 from tests.integration.test_http_end_to_end import free_port
 from tests.integration.workers_helper import running_workers, service_env
-from workers.sim.server import FaultConfig, SimConfig, SimServer
 
 pytestmark = pytest.mark.integration
 
@@ -34,7 +34,7 @@ fixtures: {only: [P01, P02]}
 @contextmanager
 def flower(env: dict[str, str], port: int, log_path: Path) -> Iterator[str]:
     log = open(log_path, "w")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen([sys.executable, "-m", "api.cli", "flower", f"--port={port}"], cwd=REPO, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "afpbench.api.cli", "flower", f"--port={port}"], cwd=REPO, env=env,
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
@@ -88,8 +88,8 @@ def test_flower_sees_our_workers_and_execute_tasks(postgres_url, fresh_redis, tm
                 return {n.split("@")[0] for n in answer.json()}
 
             poll(names, lambda seen: {"fl1", "fl2"} <= seen)
-            run = subprocess.run([sys.executable, "-m", "api.cli", "run", str(spec), "--json"], cwd=REPO, env=env,
-                                 capture_output=True, text=True, timeout=300)
+            run = subprocess.run([sys.executable, "-m", "afpbench.api.cli", "run", str(spec), "--json"], cwd=REPO,
+                                 env=env, capture_output=True, text=True, timeout=300)
             assert run.returncode == 0, run.stderr
 
             def tasks() -> list[dict]:

@@ -19,12 +19,12 @@ from pathlib import Path
 import pytest
 import requests
 
-from api.http.app import create_app, route_table
+from afpbench.api.http.app import create_app, route_table
+from afpbench.workers.limits.in_redis import RedisLimiter
+from afpbench.workers.sim.server import FaultConfig, SimConfig, SimServer
+from afpbench.workers.sweeps.spec import Limits
 from tests.conftest import REPO
 from tests.integration.workers_helper import running_workers, service_env
-from workers.limiter_redis import RedisLimiter
-from workers.sim.server import FaultConfig, SimConfig, SimServer
-from workers.spec import Limits
 
 pytestmark = pytest.mark.integration
 
@@ -46,7 +46,7 @@ def serving(env: dict[str, str], log_path: Path) -> Iterator[str]:
     """`afpbench serve` on a free loopback port, stopped with SIGTERM (the lifespan shuts down cleanly)."""
     port = free_port()
     log = open(log_path, "w")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen([sys.executable, "-m", "api.cli", "serve", "--port", str(port)], cwd=REPO, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "afpbench.api.cli", "serve", "--port", str(port)], cwd=REPO, env=env,
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
@@ -176,7 +176,7 @@ def _decide(api: requests.Session, base: str, sweep_id: str, cell_id: int) -> No
 def test_serve_refuses_a_public_address_without_a_token(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "AFP_API_TOKEN"}
     env["AFP_DATABASE_URL"] = f"sqlite:///{tmp_path / 'unused.db'}"
-    proc = subprocess.run([sys.executable, "-m", "api.cli", "serve", "--host", "0.0.0.0", "--port",
+    proc = subprocess.run([sys.executable, "-m", "afpbench.api.cli", "serve", "--host", "0.0.0.0", "--port",
                            str(free_port())], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "AFP_API_TOKEN" in proc.stderr

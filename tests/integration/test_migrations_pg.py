@@ -14,8 +14,8 @@ from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import SQLModel
 
+from afpbench.workers.store import migrate
 from tests.unit.test_migrations import assert_schema_matches_models, insert_cell, insert_sweep
-from workers import migrate
 
 pytestmark = pytest.mark.integration
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from workers.providers.base import ChatRequest, Endpoint, OutcomeClass
-from workers.providers.registry import adapter_for
-from workers.providers.transport import close_thread_sessions, session_for
+from afpbench.workers.providers.base import ChatRequest, Endpoint, OutcomeClass
+from afpbench.workers.providers.registry import adapter_for
+from afpbench.workers.providers.transport import close_thread_sessions, session_for
 
 SAMPLES_DIR = Path(
     os.environ.get("AFP_PROVIDER_SAMPLES")

@@ -12,9 +12,9 @@ import pytest
 import yaml
 from sqlalchemy import create_engine, text
 
+from afpbench.workers.sim.server import FaultConfig, SimConfig, SimServer
 from tests.conftest import REPO
 from tests.integration.workers_helper import running_workers, service_env
-from workers.sim.server import FaultConfig, SimConfig, SimServer
 
 pytestmark = pytest.mark.integration
 
@@ -40,7 +40,7 @@ def test_thousand_cells_two_providers_three_workers_stay_within_limits(postgres_
         path.write_text(yaml.safe_dump(spec))
         env = service_env(postgres_url, fresh_redis)
         with running_workers(env, ["w1", "w2", "w3"], tmp_path, concurrency=8):
-            proc = subprocess.run([sys.executable, "-m", "api.cli", "run", str(path), "--json"], cwd=REPO,
+            proc = subprocess.run([sys.executable, "-m", "afpbench.api.cli", "run", str(path), "--json"], cwd=REPO,
                                   env=env, capture_output=True, text=True, timeout=600)
         logs = "".join(p.read_text()[-3000:] for p in tmp_path.glob("*.log"))
         assert proc.returncode == 0, proc.stderr + logs

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from api.report import render_report
+from afpbench.api.report import render_report
+from afpbench.workers.results.aggregation import snapshot
+from afpbench.workers.store.db import session_scope
+from afpbench.workers.sweeps.spec import parse_spec
 from tests.conftest import need
 from tests.unit.sweep_builder import CellMaker, make_sweep
-from workers.aggregation import snapshot
-from workers.db import session_scope
-from workers.spec import parse_spec
 
 CHROMIUM = Path("/usr/bin/chromium")
 HOSTILE_LABEL = '<script>document.title="pwned"</script><img src=x onerror=alert(1)> & "model"'

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 import requests
 
-from fixtures.loader import load_fixture
-from scoring.judge import Judgement, build_judge_messages, read_judgement
-from scoring.render import CALCULATOR_TOOL, render
-from workers.sim import FaultConfig, SimConfig, SimServer
+from afpbench.fixtures.loader import load_fixture
+from afpbench.scoring.judge import Judgement, build_judge_messages, read_judgement
+from afpbench.scoring.render import CALCULATOR_TOOL, render
+from afpbench.workers.sim import FaultConfig, SimConfig, SimServer
 
 FIXTURE_YAML = """
 id: S01

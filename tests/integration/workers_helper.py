@@ -39,7 +39,7 @@ def running_workers(
         args = [
             sys.executable,
             "-m",
-            "api.cli",
+            "afpbench.api.cli",
             "worker",
             f"--concurrency={concurrency}",
             f"--hostname={name}@%h",

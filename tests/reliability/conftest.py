@@ -10,10 +10,10 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from afpbench.workers.sim.server import FaultConfig, SimConfig, SimServer
 from tests.conftest import need
 from tests.reliability.fleet import WorkerFleet
 from tests.reliability.services import PrivatePostgres, PrivateRedis, ServiceUnavailable
-from workers.sim.server import FaultConfig, SimConfig, SimServer
 
 # 50-200 ms per simulated call: long enough that a SIGKILL usually finds calls in flight.
 SIM_LATENCY = FaultConfig(latency_ms=50, latency_jitter_ms=150)

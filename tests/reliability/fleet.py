@@ -47,7 +47,7 @@ class WorkerFleet:
         self.started += 1
         name = name or f"w{self.started}"
         log_path = self.log_dir / f"{name}.log"
-        args = [sys.executable, "-m", "api.cli", "worker", f"--concurrency={self.concurrency}",
+        args = [sys.executable, "-m", "afpbench.api.cli", "worker", f"--concurrency={self.concurrency}",
                 f"--hostname={name}@%h", f"--pool={pool}", "--loglevel=INFO"]
         if queues:
             args.append(f"--queues={queues}")

@@ -51,7 +51,7 @@ def create_sweep(spec: dict, env: dict[str, str], work_dir: Path) -> str:
     """`afpbench run SPEC --detach`: the real front door seals, writes the cells and releases them."""
     path = work_dir / "spec.yaml"
     path.write_text(yaml.safe_dump(spec))
-    proc = subprocess.run([sys.executable, "-m", "api.cli", "run", str(path), "--detach"], cwd=REPO, env=env,
+    proc = subprocess.run([sys.executable, "-m", "afpbench.api.cli", "run", str(path), "--detach"], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=120)
     if proc.returncode != 0:
         raise RuntimeError(f"afpbench run failed: {proc.stderr}")
@@ -59,7 +59,7 @@ def create_sweep(spec: dict, env: dict[str, str], work_dir: Path) -> str:
 
 
 def resume(sweep_id: str, env: dict[str, str]) -> str:
-    proc = subprocess.run([sys.executable, "-m", "api.cli", "resume", sweep_id], cwd=REPO, env=env,
+    proc = subprocess.run([sys.executable, "-m", "afpbench.api.cli", "resume", sweep_id], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=120)
     if proc.returncode != 0:
         raise RuntimeError(f"afpbench resume failed: {proc.stderr}")

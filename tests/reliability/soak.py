@@ -16,13 +16,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+from afpbench.workers.sim.server import FaultConfig, SimConfig, SimServer
 from tests.integration.workers_helper import service_env
 from tests.reliability.chaos import ChaosPlan, run_with_chaos
 from tests.reliability.fleet import WorkerFleet
 from tests.reliability.ledger import FAST_TIMING, create_sweep, exactly_once_problems, read_ledger, sweep_spec
 from tests.reliability.poison import PoisonGate, cell_matcher
 from tests.reliability.services import PrivatePostgres, PrivateRedis
-from workers.sim.server import FaultConfig, SimConfig, SimServer
 
 CELLS_PER_REPEAT = 2 * 4 * 8  # two models x A-D x P01-P08
 

@@ -39,7 +39,7 @@ def test_duplicate_execute_score_and_aggregate_messages_give_one_result_per_cell
         reliability_db, private_redis, sim, fleet_factory, tmp_path, settings_env):
     env = service_env(reliability_db, private_redis.url, AFP_SIM_URL=sim.base_url, **FAST_TIMING)
     settings_env(AFP_BROKER_URL=private_redis.url, AFP_DATABASE_URL=reliability_db)
-    from workers.celery_app import make_app
+    from afpbench.workers.celery_app import make_app
 
     producer = make_app()  # the project's own app, pointed at the private broker
     fleet = fleet_factory(env)

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fixtures.loader import FixtureError, load_fixtures
+from afpbench.fixtures.loader import FixtureError, load_fixtures
+from afpbench.workers.sweeps.inputs import load_inputs
+from afpbench.workers.sweeps.spec import SpecError, load_spec
 from tests.conftest import REPO
 from tests.e2e.test_cli_errors import afpbench, one_line_error, row_count
-from workers.inputs import load_inputs
-from workers.spec import SpecError, load_spec
 
 PILOT = REPO / "fixtures" / "pilot"
 P01 = (PILOT / "P01.yaml").read_text(encoding="utf-8")
@@ -147,7 +147,7 @@ def _spec_case(root: Path, case: str) -> tuple[Path, Path]:
 def _expected_name(kind: str, case: str) -> str:
     if kind == "fixture":
         return "P08.yaml" if case == "negative-source-value" else "P01.yaml"
-    return "fixtures.only" if case == "unknown-fixture-id" else "bad-spec.yaml"
+    return "afpbench.fixtures.only" if case == "unknown-fixture-id" else "bad-spec.yaml"
 
 
 def _words(kind: str, case: str) -> list[str]:
@@ -245,7 +245,7 @@ def test_a_spec_validated_directly_also_refuses_literal_credentials():
     """The HTTP API validates a posted spec with SweepSpec itself, not through parse_spec."""
     from pydantic import ValidationError
 
-    from workers.spec import SweepSpec
+    from afpbench.workers.sweeps.spec import SweepSpec
 
     with pytest.raises(ValidationError, match=r"models\.0\.params\.token: looks like a literal credential"):
         SweepSpec.model_validate({"models": [{**SIM, "params": {"token": "t0k3n"}}]})

@@ -15,9 +15,9 @@ import re
 import pytest
 import yaml
 
-from fixtures.loader import FixtureFile, parse_fixture
-from reference.loader import load_instructions
-from scoring.render import render
+from afpbench.fixtures.loader import FixtureFile, parse_fixture
+from afpbench.reference.loader import load_instructions
+from afpbench.scoring.render import render
 from tests.conftest import REPO
 from tests.e2e.test_cli_errors import afpbench
 from tests.faults import fault_server as fs
@@ -102,8 +102,8 @@ def test_storage_round_trips_fixture_text_byte_identically(hostile_run):
 def test_storage_round_trips_through_the_export_bundle(hostile_run, tmp_path, settings_env):
     """In process (the CLI's `export` is exercised by test_secrets_canary): the bundle's copy of the
     fixture is the sealed text, byte for byte."""
-    from api.report import render_report
-    from workers.export import export_bundle
+    from afpbench.api.report import render_report
+    from afpbench.workers.results.export import export_bundle
 
     run, text, _, _ = hostile_run
     settings_env(AFP_DATABASE_URL=f"sqlite:///{run.db}", AFP_BROKER_URL="memory://")

@@ -29,9 +29,9 @@ def test_schemathesis_finds_no_server_error(tmp_path):
     if cli is None:
         pytest.skip("schemathesis is not installed (pip install -e '.[dev]')")
     port, token = _free_port(), "st-token-not-a-secret"
-    env = {**os.environ, "AFP_API_TOKEN": token, "AFP_DATABASE_URL": f"sqlite:///{tmp_path / 'api.db'}",
+    env = {**os.environ, "AFP_API_TOKEN": token, "AFP_DATABASE_URL": f"sqlite:///{tmp_path / 'afpbench.api.db'}",
            "AFP_BROKER_URL": "memory://localhost/"}
-    server = subprocess.Popen([sys.executable, "-m", "api.cli", "serve", "--port", str(port)], cwd=tmp_path,
+    server = subprocess.Popen([sys.executable, "-m", "afpbench.api.cli", "serve", "--port", str(port)], cwd=tmp_path,
                               env=env, stdout=open(tmp_path / "serve.log", "w"), stderr=subprocess.STDOUT)
     try:
         base = f"http://127.0.0.1:{port}"

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import copy
 
-from fixtures.schema import Fixture
-from scoring.render import RenderedPrompt, render
+from afpbench.fixtures.schema import Fixture
+from afpbench.scoring.render import RenderedPrompt, render
 
 BASE_FIXTURE: dict = {
     "id": "T01",

@@ -10,8 +10,8 @@ from typing import Any
 
 from sqlmodel import Session
 
-from workers.models import Attempt, Cell, Phase, Result, Sweep, SweepStatus
-from workers.spec import SweepSpec, demo_spec
+from afpbench.workers.store.models import Attempt, Cell, Phase, Result, Sweep, SweepStatus
+from afpbench.workers.sweeps.spec import SweepSpec, demo_spec
 
 SCORES_PASS = {"task_correctness": 2, "evidence_discipline": 2, "uncertainty_handling": 1, "failure_control": 2}
 SCORES_FAIL = {"task_correctness": 1, "evidence_discipline": 0, "uncertainty_handling": 1, "failure_control": 1}
@@ -37,7 +37,7 @@ class CellMaker:
         self.session = session
         self.sweep = sweep
         spec_models = sweep.spec["models"]
-        from workers.spec import parse_spec
+        from afpbench.workers.sweeps.spec import parse_spec
 
         self.model = parse_spec(sweep.spec).models[model_index]
         assert spec_models

@@ -6,11 +6,11 @@ import pytest
 from scipy.stats import beta
 from sqlmodel import func, select
 
+from afpbench.workers.results.aggregation import PENDING_READING, aggregate_sweep, snapshot
+from afpbench.workers.store.db import session_scope
+from afpbench.workers.store.models import Aggregate, Attempt, Result, SweepStatus
+from afpbench.workers.sweeps.spec import parse_spec
 from tests.unit.sweep_builder import CellMaker, make_sweep
-from workers.aggregation import PENDING_READING, aggregate_sweep, snapshot
-from workers.db import session_scope
-from workers.models import Aggregate, Attempt, Result, SweepStatus
-from workers.spec import parse_spec
 
 PASS, FAIL = "MODEL_PASS", "MODEL_FAIL"
 
@@ -157,7 +157,7 @@ def test_unfinished_high_risk_repeat_keeps_comparisons_pending(db):
     """A queued (not yet terminal) repeat does not count towards the three high-risk repeats."""
     _build_pairs("hrq", b=1, c=1, both_pass=0, both_fail=0, hr_repeats=2)
     with session_scope() as s:
-        from workers.models import Sweep
+        from afpbench.workers.store.models import Sweep
 
         cells = CellMaker(s, s.get(Sweep, "hrq"))
         for cond in ("B", "C"):
@@ -199,7 +199,7 @@ def test_aggregate_row_is_one_row_overwritten_and_simulated_flagged(db):
     first = aggregate_sweep("sw1")
     with session_scope() as s:
         s.add(Result(cell_id=1, sweep_id="sw1", scoring_run=2, state=FAIL, total=0, scorer_version="t"))
-        from workers.models import Cell
+        from afpbench.workers.store.models import Cell
 
         cell = s.get(Cell, 1)
         cell.state = FAIL

@@ -3,8 +3,8 @@
 Responses below are SIMULATED model output written for these tests.
 """
 
-from fixtures.schema import Fixture
-from scoring.assertions import run_assertions
+from afpbench.fixtures.schema import Fixture
+from afpbench.scoring.assertions import run_assertions
 from tests.unit.conftest import fixture_dict, make_fixture
 
 GOOD = "SIMULATED: Pay 1,200.00 EUR by 14 March 2024; the signed amendment outranks the supplier email."

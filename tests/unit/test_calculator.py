@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from scoring import calculator
-from scoring.calculator import CalculatorError, Operand, Unobservable, evaluate, operands
+from afpbench.scoring import calculator
+from afpbench.scoring.calculator import CalculatorError, Operand, Unobservable, evaluate, operands
 
 
 def test_literal_text_keeps_decimal_identity_15200_00():

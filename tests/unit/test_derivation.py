@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from fixtures.schema import (
+from afpbench.fixtures.schema import (
     Constant,
     DerivationStep,
     NumericSpec,
@@ -15,7 +15,7 @@ from fixtures.schema import (
     StepInput,
     Transformation,
 )
-from scoring.derivation import (
+from afpbench.scoring.derivation import (
     DerivationError,
     evaluate_reference,
     quantise,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scoring.evidence_class import EvidenceClass, EvidenceClassError, EvidenceVerdict, classify_evidence
+from afpbench.scoring.evidence_class import EvidenceClass, EvidenceClassError, EvidenceVerdict, classify_evidence
 
 
 def test_ev3_construction_raises():

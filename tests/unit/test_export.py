@@ -10,15 +10,15 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from api import cli_report
-from api.report import render_report
-from reference.loader import protocol
+from afpbench.api import cli_report
+from afpbench.api.report import render_report
+from afpbench.reference.loader import protocol
+from afpbench.workers.results.export import ExportError, export_bundle
+from afpbench.workers.results.records import run_record
+from afpbench.workers.store.db import session_scope
+from afpbench.workers.sweeps.inputs import load_inputs
+from afpbench.workers.sweeps.spec import demo_spec, parse_spec
 from tests.unit.sweep_builder import CellMaker, make_sweep
-from workers.db import session_scope
-from workers.export import ExportError, export_bundle
-from workers.inputs import load_inputs
-from workers.records import run_record
-from workers.spec import demo_spec, parse_spec
 
 PENDING = "protocol published / results pending"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from fixtures.schema import DerivationStep, NumericSpec, Quantisation, SourceField, StepInput
-from scoring.figures import extract_figures, identify_answer_figure
+from afpbench.fixtures.schema import DerivationStep, NumericSpec, Quantisation, SourceField, StepInput
+from afpbench.scoring.figures import extract_figures, identify_answer_figure
 
 
 def spec(answer_unit: str = "USD", markers: tuple[str, ...] = ("cannot be determined",), x: str = "760"):

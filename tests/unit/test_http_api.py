@@ -16,10 +16,10 @@ import typer
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from api.cli_results import CommandError
-from api.cli_serve import flower_basic_auth, is_loopback, register
-from api.http.app import create_app, route_table
-from workers.sim.server import FaultConfig, SimConfig, SimServer
+from afpbench.api.cli_results import CommandError
+from afpbench.api.cli_serve import flower_basic_auth, is_loopback, register
+from afpbench.api.http.app import create_app, route_table
+from afpbench.workers.sim.server import FaultConfig, SimConfig, SimServer
 
 TOKEN = "unit-test-token-7f3a9c"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -33,7 +33,7 @@ def sim():
 
 
 def _purge_memory_queues() -> None:
-    from workers.celery_app import QUEUES, app
+    from afpbench.workers.celery_app import QUEUES, app
 
     with app.connection_for_write() as conn:
         for queue in QUEUES:
@@ -184,7 +184,7 @@ def test_cancel_then_resume(client, sim):
 
 def test_resume_refuses_changed_inputs_with_409_naming_them(client, sim, tmp_path: Path):
     """Seal: a fixture edited after the sweep began stops a resume, naming the changed file."""
-    from fixtures.loader import read_fixture_files
+    from afpbench.fixtures.loader import read_fixture_files
 
     folder = tmp_path / "fixtures"
     folder.mkdir()

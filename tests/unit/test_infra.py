@@ -17,11 +17,11 @@ import pytest
 import typer
 import yaml
 
-from api import cli
-from workers.celery_app import QUEUES
-from workers.models import Phase
-from workers.settings import Settings
-from workers.spec import PROVIDER_FAMILIES
+from afpbench.api import cli
+from afpbench.workers.celery_app import QUEUES
+from afpbench.workers.settings import Settings
+from afpbench.workers.store.models import Phase
+from afpbench.workers.sweeps.spec import PROVIDER_FAMILIES
 
 REPO = Path(__file__).resolve().parents[2]
 INFRA = REPO / "infra"

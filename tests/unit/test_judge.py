@@ -3,8 +3,8 @@ blind order-swapped re-judge). Responses and judgements below are SIMULATED, wri
 
 import json
 
-from fixtures.schema import DIMENSIONS
-from scoring.judge import (
+from afpbench.fixtures.schema import DIMENSIONS
+from afpbench.scoring.judge import (
     Judgement,
     JudgementError,
     build_judge_messages,
@@ -12,7 +12,7 @@ from scoring.judge import (
     read_judgement,
     verify_quotes,
 )
-from scoring.render import render, render_user_message
+from afpbench.scoring.render import render, render_user_message
 from tests.unit.conftest import (
     SIMULATED_INSTRUCTIONS,
     SIMULATED_JUDGE_PROMPT,

@@ -19,7 +19,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import SQLModel
 from typer.testing import CliRunner
 
-from workers import migrate, models  # noqa: F401  (models registers the tables)
+from afpbench.workers.store import migrate, models  # noqa: F401  (models registers the tables)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -156,17 +156,17 @@ def test_downgrade_to_base_removes_every_table(sqlite_url, sqlite_engine):
 
 def test_migration_scripts_are_package_data_so_pip_install_ships_them():
     package_data = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
-    patterns = package_data["workers"]
+    patterns = package_data["afpbench.workers"]
     files = [p.relative_to(REPO / "workers").as_posix() for p in migrate.MIGRATIONS_DIR.rglob("*")
              if p.is_file() and "__pycache__" not in p.parts]
-    assert "migrations/env.py" in files and "migrations/script.py.mako" in files
+    assert "store/migrations/env.py" in files and "store/migrations/script.py.mako" in files
     assert all(any(fnmatch.fnmatch(f, pat) for pat in patterns) for f in files), files
 
 
 def test_db_commands_upgrade_then_report_current(settings_env, sqlite_url):
     import typer
 
-    from api import cli_db
+    from afpbench.api import cli_db
 
     settings_env(AFP_DATABASE_URL=sqlite_url)
     app = typer.Typer()

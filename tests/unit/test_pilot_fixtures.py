@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fixtures.loader import load_fixtures
-from fixtures.schema import Fixture
-from reference.loader import protocol
-from scoring import calculator
-from scoring.assertions import run_assertions
-from scoring.provenance import CalculatorCall, trace_provenance
-from workers.sim.canned import STYLES, CannedResponse, parse_canned
+from afpbench.fixtures.loader import load_fixtures
+from afpbench.fixtures.schema import Fixture
+from afpbench.reference.loader import protocol
+from afpbench.scoring import calculator
+from afpbench.scoring.assertions import run_assertions
+from afpbench.scoring.provenance import CalculatorCall, trace_provenance
+from afpbench.workers.sim.canned import STYLES, CannedResponse, parse_canned
 
 ROOT = Path(__file__).resolve().parents[2]
 PILOT = ROOT / "fixtures" / "pilot"

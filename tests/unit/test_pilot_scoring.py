@@ -13,18 +13,18 @@ import json
 
 import pytest
 
-from fixtures.loader import load_fixtures
-from reference.loader import load_instructions, load_judge_prompt
-from scoring.assertions import run_assertions
-from scoring.judge import Judgement, build_judge_messages, read_judgement
-from scoring.render import render
-from scoring.states import ResultState
-from scoring.validity import check_fixture
-from scoring.verdict import decide
-from scoring.vocabulary import afp_terms, find_terms
-from workers.sim.canned import load_canned
-from workers.sim.engine import SimEngine
-from workers.sim.server import SimConfig, build_engine
+from afpbench.fixtures.loader import load_fixtures
+from afpbench.reference.loader import load_instructions, load_judge_prompt
+from afpbench.scoring.assertions import run_assertions
+from afpbench.scoring.judge import Judgement, build_judge_messages, read_judgement
+from afpbench.scoring.render import render
+from afpbench.scoring.states import ResultState
+from afpbench.scoring.validity import check_fixture
+from afpbench.scoring.verdict import decide
+from afpbench.scoring.vocabulary import afp_terms, find_terms
+from afpbench.workers.sim.canned import load_canned
+from afpbench.workers.sim.engine import SimEngine
+from afpbench.workers.sim.server import SimConfig, build_engine
 
 FIXTURES = {fx.id: fx for fx in load_fixtures()}
 CANNED = load_canned()

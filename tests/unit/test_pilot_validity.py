@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import pytest
 
-from fixtures.loader import load_fixtures
-from reference.loader import load_instructions, load_judge_prompt
-from scoring.render import RenderedPrompt, render
-from scoring.states import ResultState
-from scoring.validity import check_fixture
-from scoring.verdict import decide
-from scoring.vocabulary import afp_terms
+from afpbench.fixtures.loader import load_fixtures
+from afpbench.reference.loader import load_instructions, load_judge_prompt
+from afpbench.scoring.render import RenderedPrompt, render
+from afpbench.scoring.states import ResultState
+from afpbench.scoring.validity import check_fixture
+from afpbench.scoring.verdict import decide
+from afpbench.scoring.vocabulary import afp_terms
 
 FIXTURES = load_fixtures()
 INSTRUCTIONS = load_instructions()

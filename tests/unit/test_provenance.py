@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from fixtures.schema import (
+from afpbench.fixtures.schema import (
     Constant,
     DerivationStep,
     NumericSpec,
@@ -16,8 +16,8 @@ from fixtures.schema import (
     StepInput,
     Transformation,
 )
-from scoring.evidence_class import EvidenceClass
-from scoring.provenance import CalculatorCall, trace_provenance
+from afpbench.scoring.evidence_class import EvidenceClass
+from afpbench.scoring.provenance import CalculatorCall, trace_provenance
 
 MONTHLY = "63.333333333333333333333333333333333333333333333333"
 

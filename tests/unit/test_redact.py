@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from workers.redact import MASK, is_secret_header, mask_known, mask_secrets, scrub_headers
+from afpbench.workers.redact import MASK, is_secret_header, mask_known, mask_secrets, scrub_headers
 
 
 @pytest.mark.parametrize(

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from fixtures.loader import load_fixtures
-from reference.loader import load_instructions
-from scoring.render import render
+from afpbench.fixtures.loader import load_fixtures
+from afpbench.reference.loader import load_instructions
+from afpbench.scoring.render import render
 
 FIXTURES = load_fixtures()
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from scoring.states import ResultState
-from workers.limiter import InMemoryLimiter, pool_key
-from workers.providers.base import OutcomeClass
-from workers.retry import RetryPolicy
-from workers.spec import Limits
+from afpbench.scoring.states import ResultState
+from afpbench.workers.cells.retry import RetryPolicy
+from afpbench.workers.limits.limiter import InMemoryLimiter, pool_key
+from afpbench.workers.providers.base import OutcomeClass
+from afpbench.workers.sweeps.spec import Limits
 
 
 @pytest.mark.parametrize("outcome", [OutcomeClass.answer, OutcomeClass.tool_call, OutcomeClass.truncated])

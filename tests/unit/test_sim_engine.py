@@ -11,9 +11,9 @@ from collections import Counter
 
 import pytest
 
-from workers.sim.canned import FALLBACK_TEXT, PLAIN_TEXT, CannedFileError, load_canned, parse_canned
-from workers.sim.engine import STYLE_ODDS, SimEngine, conversation_key
-from workers.sim.faults import Fault, FaultConfig, FaultInjector, TokenBucket, draw_fault, retry_after_value
+from afpbench.workers.sim.canned import FALLBACK_TEXT, PLAIN_TEXT, CannedFileError, load_canned, parse_canned
+from afpbench.workers.sim.engine import STYLE_ODDS, SimEngine, conversation_key
+from afpbench.workers.sim.faults import Fault, FaultConfig, FaultInjector, TokenBucket, draw_fault, retry_after_value
 
 TASK = "Compute the quarterly interest owed on the account balance shown in the statement."
 OTHER_TASK = "Decide whether the supplier invoice can be approved for payment today."

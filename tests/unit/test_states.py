@@ -2,8 +2,8 @@
 
 import pytest
 
-from reference.loader import protocol
-from scoring.states import IN_DENOMINATOR, ResultState, pass_rate
+from afpbench.reference.loader import protocol
+from afpbench.scoring.states import IN_DENOMINATOR, ResultState, pass_rate
 
 
 def test_result_states_are_exactly_the_protocol_result_states():

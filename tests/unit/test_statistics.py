@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from scipy.stats import beta, binom
 
-from scoring.statistics import (
+from afpbench.scoring.statistics import (
     clopper_pearson,
     describe_failures,
     mcnemar_exact,

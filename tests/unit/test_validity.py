@@ -3,12 +3,12 @@
 import copy
 import dataclasses
 
-from fixtures.schema import Fixture
-from reference.loader import protocol
-from scoring.states import ResultState
-from scoring.validity import CHECKS, check_fixture
-from scoring.verdict import decide
-from scoring.vocabulary import afp_terms
+from afpbench.fixtures.schema import Fixture
+from afpbench.reference.loader import protocol
+from afpbench.scoring.states import ResultState
+from afpbench.scoring.validity import CHECKS, check_fixture
+from afpbench.scoring.verdict import decide
+from afpbench.scoring.vocabulary import afp_terms
 from tests.unit.conftest import (
     NUMERIC_SPEC,
     SIMULATED_INSTRUCTIONS,

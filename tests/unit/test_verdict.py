@@ -5,12 +5,12 @@ Judgements here are SIMULATED judge output built directly as Judgement objects.
 
 import pytest
 
-from fixtures.schema import DIMENSIONS
-from scoring.assertions import AssertionOutcome
-from scoring.judge import Judgement
-from scoring.states import ResultState
-from scoring.validity import ValidityFailure, ValidityReport
-from scoring.verdict import DisputeRule, HumanDecision, PassRule, apply_human_decision, decide
+from afpbench.fixtures.schema import DIMENSIONS
+from afpbench.scoring.assertions import AssertionOutcome
+from afpbench.scoring.judge import Judgement
+from afpbench.scoring.states import ResultState
+from afpbench.scoring.validity import ValidityFailure, ValidityReport
+from afpbench.scoring.verdict import DisputeRule, HumanDecision, PassRule, apply_human_decision, decide
 
 VALID = ValidityReport("T01@1", True, [])
 FATAL_IDS = ["lower_authority_value", "followed_injection", "claimed_unexecuted_action"]

@@ -1,6 +1,6 @@
 """AFP vocabulary: derived from the C/D instruction headings and bold labels (validity gate item 5)."""
 
-from scoring.vocabulary import STOP_TERMS, afp_terms, find_terms
+from afpbench.scoring.vocabulary import STOP_TERMS, afp_terms, find_terms
 
 C_TEXT = """# AFP Core Workflow
 

@@ -1,6 +1,6 @@
 """Provider adapters: neutral chat requests in, classified HTTP outcomes out."""
 
-from workers.providers.base import (
+from afpbench.workers.providers.base import (
     Adapter,
     AdapterResult,
     ChatRequest,
@@ -11,7 +11,7 @@ from workers.providers.base import (
     ToolCall,
     Usage,
 )
-from workers.providers.registry import UnknownProvider, adapter_for, key_for, known_providers
+from afpbench.workers.providers.registry import UnknownProvider, adapter_for, key_for, known_providers
 
 __all__ = [
     "Adapter",

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-from workers.redact import mask_known, mask_secrets, scrub_headers
+from afpbench.workers.redact import mask_known, mask_secrets, scrub_headers
 
 
 class OutcomeClass(StrEnum):
@@ -159,7 +159,7 @@ class Adapter(ABC):
 
     def call(self, endpoint: Endpoint, request: ChatRequest) -> AdapterResult:
         """build -> POST on this thread's pooled session -> parse; network faults become infra_error."""
-        from workers.providers.transport import post_json  # local import: transport imports base
+        from afpbench.workers.providers.transport import post_json  # local import: transport imports base
 
         try:
             prepared = self.build(endpoint, request)

@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from workers.providers.base import AdapterResult, OutcomeClass, ToolCall, Usage
-from workers.redact import mask_known, mask_secrets, scrub_headers
+from afpbench.workers.providers.base import AdapterResult, OutcomeClass, ToolCall, Usage
+from afpbench.workers.redact import mask_known, mask_secrets, scrub_headers
 
 ERROR_LINE_MAX = 200
 

@@ -10,7 +10,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from workers.providers.base import (
+from afpbench.workers.providers.base import (
     Adapter,
     AdapterResult,
     ChatRequest,
@@ -21,7 +21,7 @@ from workers.providers.base import (
     Usage,
     key_for,
 )
-from workers.providers.classify import (
+from afpbench.workers.providers.classify import (
     assemble,
     body_snippet,
     error_line,

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from workers.providers.anthropic import AnthropicAdapter
-from workers.providers.base import Adapter, MissingKey, key_for
-from workers.providers.gemini import GeminiAdapter
-from workers.providers.openai_compat import OpenAICompatAdapter
+from afpbench.workers.providers.anthropic import AnthropicAdapter
+from afpbench.workers.providers.base import Adapter, MissingKey, key_for
+from afpbench.workers.providers.gemini import GeminiAdapter
+from afpbench.workers.providers.openai_compat import OpenAICompatAdapter
 
 __all__ = ["UnknownProvider", "MissingKey", "adapter_for", "key_for", "known_providers"]
 

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 import requests
 from requests.adapters import HTTPAdapter
 
-from workers.providers.base import Endpoint, OutcomeClass, PreparedCall
+from afpbench.workers.providers.base import Endpoint, OutcomeClass, PreparedCall
 
 MAX_BODY_BYTES = 16 * 1024 * 1024
 _CHUNK = 8192

@@ -6,7 +6,7 @@ simulated sweep has known right answers; provider faults (rate limits, 5xx, time
 filtering, malformed bodies) are injected deterministically for reliability tests.
 """
 
-from workers.sim.faults import FaultConfig
-from workers.sim.server import SimConfig, SimServer, build_engine, serve_forever
+from afpbench.workers.sim.faults import FaultConfig
+from afpbench.workers.sim.server import SimConfig, SimServer, build_engine, serve_forever
 
 __all__ = ["FaultConfig", "SimConfig", "SimServer", "build_engine", "serve_forever"]

@@ -18,7 +18,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from fixtures.schema import DIMENSIONS, FatalCriterionId
+from afpbench.fixtures.schema import DIMENSIONS, FatalCriterionId
 
 STYLES = ("pass_plain", "pass_afp", "partial", "fatal")
 Style = Literal["pass_plain", "pass_afp", "partial", "fatal"]
@@ -143,7 +143,7 @@ def load_canned(
     the fixture must exist and a gold fatal must be one the fixture declares, or the judge could never
     be asked about it."""
     if fixtures_dir is None:
-        root = resources.files("fixtures").joinpath("pilot").joinpath("simulated")
+        root = resources.files("afpbench.fixtures").joinpath("pilot").joinpath("simulated")
     else:
         root = Path(fixtures_dir) / "simulated"
     if not root.is_dir():

@@ -19,8 +19,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from fixtures.schema import DIMENSIONS, FatalCriterionId
-from workers.sim.canned import FALLBACK_TEXT, PLAIN_TEXT, STYLES, CannedResponse
+from afpbench.fixtures.schema import DIMENSIONS, FatalCriterionId
+from afpbench.workers.sim.canned import FALLBACK_TEXT, PLAIN_TEXT, STYLES, CannedResponse
 
 # Odds of each canned style per condition. A has no instruction, so an AFP-shaped answer never occurs
 # there; C and D (AFP, AFP with governance) pass more often and fail fatally less often, but are far from

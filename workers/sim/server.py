@@ -16,11 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from fixtures.loader import load_fixtures
-from reference.loader import ReferenceFileError, load_instructions, load_judge_prompt
-from workers.sim.canned import load_canned
-from workers.sim.engine import Reply, SimEngine, conversation_key
-from workers.sim.faults import (
+from afpbench.fixtures.loader import load_fixtures
+from afpbench.reference.loader import ReferenceFileError, load_instructions, load_judge_prompt
+from afpbench.workers.sim.canned import load_canned
+from afpbench.workers.sim.engine import Reply, SimEngine, conversation_key
+from afpbench.workers.sim.faults import (
     Admission,
     Fault,
     FaultConfig,
@@ -29,7 +29,7 @@ from workers.sim.faults import (
     latency_s,
     retry_after_value,
 )
-from workers.sim.wire import FINGERPRINT, completion_body, error_body, served_model
+from afpbench.workers.sim.wire import FINGERPRINT, completion_body, error_body, served_model
 
 log = logging.getLogger("afpbench.sim")
 

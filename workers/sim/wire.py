@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 import uuid
 
-from workers.sim.engine import Reply
+from afpbench.workers.sim.engine import Reply
 
 FINGERPRINT = "afpbench-sim"
 

@@ -11,9 +11,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from fixtures.loader import InputFileError, load_yaml, read_input_text
-from reference.hashing import json_sha256
-from workers.redact import mask_secrets
+from afpbench.fixtures.loader import InputFileError, load_yaml, read_input_text
+from afpbench.reference.hashing import json_sha256
+from afpbench.workers.redact import mask_secrets
 
 PROVIDER_FAMILIES = {
     "openai": "openai",

@@ -15,22 +15,22 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Connection, bindparam, insert, or_, select, update
 
-from scoring.calculator import CalculatorError, evaluate
-from scoring.render import render
-from scoring.states import ResultState
-from workers.completion import any_open
-from workers.db import get_engine, transaction
-from workers.dispatch import top_up
-from workers.endpoints import endpoint_for
-from workers.inputs import SweepInputs, inputs_for, validity_for
-from workers.limiter import get_limiter, pool_key
-from workers.models import Attempt, Cell, Phase, Result, Sweep, SweepStatus, as_utc, cell_key, utcnow
-from workers.providers.base import AdapterResult, ChatRequest, OutcomeClass, failure_result, key_for_quiet
-from workers.providers.registry import adapter_for
-from workers.retry import RetryPolicy, Verdict
-from workers.scoring_service import decide_without_judges, done_values, gather_evidence, result_row
-from workers.settings import get_settings
-from workers.spec import ModelSpec
+from afpbench.scoring.calculator import CalculatorError, evaluate
+from afpbench.scoring.render import render
+from afpbench.scoring.states import ResultState
+from afpbench.workers.cells.completion import any_open
+from afpbench.workers.cells.dispatch import top_up
+from afpbench.workers.cells.retry import RetryPolicy, Verdict
+from afpbench.workers.grading.scorer import decide_without_judges, done_values, gather_evidence, result_row
+from afpbench.workers.limits.limiter import get_limiter, pool_key
+from afpbench.workers.providers.base import AdapterResult, ChatRequest, OutcomeClass, failure_result, key_for_quiet
+from afpbench.workers.providers.endpoints import endpoint_for
+from afpbench.workers.providers.registry import adapter_for
+from afpbench.workers.settings import get_settings
+from afpbench.workers.store.db import get_engine, transaction
+from afpbench.workers.store.models import Attempt, Cell, Phase, Result, Sweep, SweepStatus, as_utc, cell_key, utcnow
+from afpbench.workers.sweeps.inputs import SweepInputs, inputs_for, validity_for
+from afpbench.workers.sweeps.spec import ModelSpec
 
 log = logging.getLogger(__name__)
 

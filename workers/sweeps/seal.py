@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from fixtures.loader import FixtureFile
-from reference.hashing import json_sha256, text_sha256
-from reference.loader import InstructionSet, protocol_text
-from workers.spec import SweepSpec
+from afpbench.fixtures.loader import FixtureFile
+from afpbench.reference.hashing import json_sha256, text_sha256
+from afpbench.reference.loader import InstructionSet, protocol_text
+from afpbench.workers.sweeps.spec import SweepSpec
 
 
 @functools.lru_cache(maxsize=1)

@@ -20,14 +20,14 @@ from sqlalchemy import case, exists, func
 from sqlalchemy.orm import aliased
 from sqlmodel import Session, select
 
-from fixtures.schema import DIMENSIONS
-from scoring.states import ResultState, pass_rate
-from scoring.statistics import clopper_pearson, describe_failures, mcnemar_exact, paired_difference
-from workers.completion import claim_aggregate, open_cells
-from workers.db import session_scope
-from workers.models import Aggregate, Attempt, Cell, Phase, Result, Sweep, SweepStatus, utcnow
-from workers.runs import SweepNotFound
-from workers.spec import HIGH_RISK_MIN_REPEATS, PROVIDER_FAMILIES, ModelSpec, parse_spec
+from afpbench.fixtures.schema import DIMENSIONS
+from afpbench.scoring.states import ResultState, pass_rate
+from afpbench.scoring.statistics import clopper_pearson, describe_failures, mcnemar_exact, paired_difference
+from afpbench.workers.cells.completion import claim_aggregate, open_cells
+from afpbench.workers.store.db import session_scope
+from afpbench.workers.store.models import Aggregate, Attempt, Cell, Phase, Result, Sweep, SweepStatus, utcnow
+from afpbench.workers.sweeps.runs import SweepNotFound
+from afpbench.workers.sweeps.spec import HIGH_RISK_MIN_REPEATS, PROVIDER_FAMILIES, ModelSpec, parse_spec
 
 PASS, FAIL = ResultState.MODEL_PASS.value, ResultState.MODEL_FAIL.value
 SCORED = (PASS, FAIL)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from fixtures.schema import Fixture
-from scoring.provenance import CalculatorCall, trace_provenance
+from afpbench.fixtures.schema import Fixture
+from afpbench.scoring.provenance import CalculatorCall, trace_provenance
 
 
 def provenance_for(fixture: Fixture, tool_calls: list[dict], output_text: str | None) -> dict:

@@ -15,8 +15,8 @@ import random
 from dataclasses import dataclass
 from typing import Literal
 
-from scoring.states import ResultState
-from workers.providers.base import OutcomeClass
+from afpbench.scoring.states import ResultState
+from afpbench.workers.providers.base import OutcomeClass
 
 
 @dataclass(frozen=True)

@@ -13,14 +13,14 @@ from dataclasses import dataclass, field
 from sqlalchemy import func, insert
 from sqlmodel import Session, select
 
-from scoring.render import render
-from scoring.states import ResultState
-from scoring.validity import check_fixture
-from scoring.vocabulary import afp_terms
-from workers.inputs import SweepInputs, inputs_for_sweep, load_inputs
-from workers.models import Cell, Phase, Sweep, utcnow
-from workers.seal import afpbench_version, changed_components, seal_components, seal_hash
-from workers.spec import SweepSpec
+from afpbench.scoring.render import render
+from afpbench.scoring.states import ResultState
+from afpbench.scoring.validity import check_fixture
+from afpbench.scoring.vocabulary import afp_terms
+from afpbench.workers.store.models import Cell, Phase, Sweep, utcnow
+from afpbench.workers.sweeps.inputs import SweepInputs, inputs_for_sweep, load_inputs
+from afpbench.workers.sweeps.seal import afpbench_version, changed_components, seal_components, seal_hash
+from afpbench.workers.sweeps.spec import SweepSpec
 
 log = logging.getLogger(__name__)
 

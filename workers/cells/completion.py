@@ -8,8 +8,8 @@ from sqlalchemy import func
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import select
 
-from workers.db import session_scope, transaction
-from workers.models import Aggregate, Cell, Phase, Sweep, SweepStatus, utcnow
+from afpbench.workers.store.db import session_scope, transaction
+from afpbench.workers.store.models import Aggregate, Cell, Phase, Sweep, SweepStatus, utcnow
 
 OPEN_PHASES = [p.value for p in Phase if p != Phase.done]
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from workers.providers.base import Endpoint
-from workers.settings import get_settings
-from workers.spec import ModelSpec
+from afpbench.workers.providers.base import Endpoint
+from afpbench.workers.settings import get_settings
+from afpbench.workers.sweeps.spec import ModelSpec
 
 DEFAULT_BASE_URLS = {
     "openai": "https://api.openai.com/v1",

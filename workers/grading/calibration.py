@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fixtures.loader import load_fixtures
-from fixtures.schema import DIMENSIONS
-from reference.loader import load_judge_prompt
-from scoring.judge import Judgement, build_judge_messages, read_judgement
-from scoring.verdict import PassRule
-from workers.scoring_service import _call_judge
-from workers.sim.canned import load_canned
-from workers.spec import ModelSpec
+from afpbench.fixtures.loader import load_fixtures
+from afpbench.fixtures.schema import DIMENSIONS
+from afpbench.reference.loader import load_judge_prompt
+from afpbench.scoring.judge import Judgement, build_judge_messages, read_judgement
+from afpbench.scoring.verdict import PassRule
+from afpbench.workers.grading.scorer import _call_judge
+from afpbench.workers.sim.canned import load_canned
+from afpbench.workers.sweeps.spec import ModelSpec
 
 
 @dataclass

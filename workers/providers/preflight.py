@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import requests
 
-from workers.endpoints import endpoint_for
-from workers.providers.base import MissingKey, key_for, key_for_quiet
-from workers.redact import mask_secrets
-from workers.spec import ModelSpec
+from afpbench.workers.providers.base import MissingKey, key_for, key_for_quiet
+from afpbench.workers.providers.endpoints import endpoint_for
+from afpbench.workers.redact import mask_secrets
+from afpbench.workers.sweeps.spec import ModelSpec
 
 
 class PreflightError(RuntimeError):

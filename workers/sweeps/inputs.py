@@ -12,17 +12,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from fixtures.loader import FixtureFile, load_fixtures, parse_fixture, read_fixture_files
-from fixtures.schema import Fixture
-from reference.loader import (
+from afpbench.fixtures.loader import FixtureFile, load_fixtures, parse_fixture, read_fixture_files
+from afpbench.fixtures.schema import Fixture
+from afpbench.reference.loader import (
     CONDITIONS,
     InstructionSet,
     build_instruction_set,
     load_instructions,
     load_judge_prompt,
 )
-from workers.seal import SealInputs
-from workers.spec import SweepSpec, parse_spec
+from afpbench.workers.sweeps.seal import SealInputs
+from afpbench.workers.sweeps.spec import SweepSpec, parse_spec
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,7 @@ def inputs_for(session, sweep_id: str) -> SweepInputs:
     (an ORM session or a Core connection); hot paths never load the whole sweep row: its JSON is large."""
     from sqlmodel import select
 
-    from workers.models import Sweep
+    from afpbench.workers.store.models import Sweep
 
     return _cached_inputs(
         sweep_id, lambda: session.execute(select(Sweep.spec, Sweep.inputs).where(Sweep.id == sweep_id)).one()
@@ -135,7 +135,7 @@ def validity_for(session, sweep_id: str) -> dict:
         return hit
     from sqlmodel import select
 
-    from workers.models import Sweep
+    from afpbench.workers.store.models import Sweep
 
     validity = session.execute(select(Sweep.validity).where(Sweep.id == sweep_id)).scalar_one()
     with _cache_lock:

@@ -16,11 +16,11 @@ import time
 from sqlalchemy import func, update
 from sqlmodel import select
 
-from workers.coordinator import queue_for
-from workers.db import session_scope
-from workers.inputs import inputs_for
-from workers.models import Cell, Phase, Sweep, SweepStatus, utcnow
-from workers.spec import PROVIDER_FAMILIES, ModelSpec
+from afpbench.workers.store.db import session_scope
+from afpbench.workers.store.models import Cell, Phase, Sweep, SweepStatus, utcnow
+from afpbench.workers.sweeps.coordinator import queue_for
+from afpbench.workers.sweeps.inputs import inputs_for
+from afpbench.workers.sweeps.spec import PROVIDER_FAMILIES, ModelSpec
 
 DEFAULT_WINDOW = 1000  # models without a declared request rate
 WINDOW_SECONDS = 10.0
@@ -38,7 +38,7 @@ def publish(messages: list[tuple[object, list, str]]) -> None:
     """Send (task, args, queue) messages on one producer, pipelined: on Redis, kombu's publish batch
     sends up to a thousand LPUSHes per round trip (one connection, no per-message client). A 100,000-cell
     release took about 3 ms a message one by one."""
-    from workers.celery_app import app
+    from afpbench.workers.celery_app import app
 
     declared: set[str] = set()
     with app.producer_or_acquire() as producer, producer.batch(max_size=1000):
@@ -51,7 +51,7 @@ def publish(messages: list[tuple[object, list, str]]) -> None:
 
 
 def _send(cells: list[tuple[int, str]]) -> None:
-    from workers.tasks import execute
+    from afpbench.workers.tasks import execute
 
     publish([(execute, [cell_id], queue_for(PROVIDER_FAMILIES[provider])) for cell_id, provider in cells])
 
@@ -117,7 +117,7 @@ def top_up(sweep_id: str, every_s: float = 1.0) -> int:
 
 def resend(cells: list[tuple[int, str, str]]) -> int:
     """Send again the messages of cells that may have been lost (duplicates are harmless)."""
-    from workers.tasks import execute, score
+    from afpbench.workers.tasks import execute, score
 
     publish([
         (score, [cell_id], "score") if phase in (Phase.awaiting_score, Phase.scoring)

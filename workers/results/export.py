@@ -25,13 +25,13 @@ import yaml
 from sqlalchemy import and_
 from sqlmodel import Session, select
 
-from reference.loader import protocol
-from workers.aggregation import EXCLUDED, is_latest_result, snapshot
-from workers.db import session_scope
-from workers.models import Cell, Result, Sweep
-from workers.records import known_secret_values, records_jsonl
-from workers.redact import mask_known
-from workers.runs import SweepNotFound
+from afpbench.reference.loader import protocol
+from afpbench.workers.redact import mask_known
+from afpbench.workers.results.aggregation import EXCLUDED, is_latest_result, snapshot
+from afpbench.workers.results.records import known_secret_values, records_jsonl
+from afpbench.workers.store.db import session_scope
+from afpbench.workers.store.models import Cell, Result, Sweep
+from afpbench.workers.sweeps.runs import SweepNotFound
 
 DIMENSIONS = ("task_correctness", "evidence_discipline", "uncertainty_handling", "failure_control")
 PUBLISHED = "published"

@@ -14,22 +14,22 @@ from datetime import timedelta
 from sqlalchemy import func, or_, update
 from sqlmodel import Session, select
 
-from reference.hashing import text_sha256
-from scoring.assertions import AssertionOutcome, run_assertions
-from scoring.judge import Judgement, JudgementError, build_judge_messages, read_judgement
-from scoring.validity import ValidityFailure, ValidityReport
-from scoring.verdict import DisputeRule, PassRule, Verdict, decide
-from workers.db import session_scope
-from workers.endpoints import endpoint_for
-from workers.inputs import SweepInputs, inputs_for, validity_for
-from workers.limiter import get_limiter, pool_key
-from workers.models import Attempt, Cell, Phase, Result, utcnow
-from workers.models import Judgement as JudgementRow
-from workers.provenance_service import provenance_for
-from workers.providers.base import ChatRequest, OutcomeClass, key_for_quiet
-from workers.providers.registry import adapter_for
-from workers.seal import afpbench_version
-from workers.spec import ModelSpec
+from afpbench.reference.hashing import text_sha256
+from afpbench.scoring.assertions import AssertionOutcome, run_assertions
+from afpbench.scoring.judge import Judgement, JudgementError, build_judge_messages, read_judgement
+from afpbench.scoring.validity import ValidityFailure, ValidityReport
+from afpbench.scoring.verdict import DisputeRule, PassRule, Verdict, decide
+from afpbench.workers.grading.provenance import provenance_for
+from afpbench.workers.limits.limiter import get_limiter, pool_key
+from afpbench.workers.providers.base import ChatRequest, OutcomeClass, key_for_quiet
+from afpbench.workers.providers.endpoints import endpoint_for
+from afpbench.workers.providers.registry import adapter_for
+from afpbench.workers.store.db import session_scope
+from afpbench.workers.store.models import Attempt, Cell, Phase, Result, utcnow
+from afpbench.workers.store.models import Judgement as JudgementRow
+from afpbench.workers.sweeps.inputs import SweepInputs, inputs_for, validity_for
+from afpbench.workers.sweeps.seal import afpbench_version
+from afpbench.workers.sweeps.spec import ModelSpec
 
 SCORER_VERSION = "1"
 

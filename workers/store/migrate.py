@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 from functools import lru_cache
+from importlib import resources
 from pathlib import Path
 
 from alembic import command
@@ -25,7 +26,8 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, inspect, pool, text
 from sqlalchemy.engine import Connection, Engine
 
-MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+# Alembic wants a directory on disk: the package data of an installed (or editable) afpbench.
+MIGRATIONS_DIR = Path(str(resources.files("afpbench.workers.store").joinpath("migrations")))
 VERSION_TABLE = "alembic_version"
 # The revision that creates the tables below; a database holding exactly these tables without a version
 # table was made by create_all before migrations existed, and is adopted by stamping it at this revision.
@@ -80,7 +82,7 @@ def _engine_for(url: str | Engine | None) -> tuple[Engine, bool]:
     if isinstance(url, Engine):
         return url, False
     if url is None:
-        from workers.settings import get_settings
+        from afpbench.workers.settings import get_settings
 
         url = get_settings().database_url
     return create_engine(url, poolclass=pool.NullPool), True
@@ -192,7 +194,7 @@ def schema_differences(engine: Engine) -> list:
     models describe the same tables, columns, types, keys and indexes."""
     from sqlmodel import SQLModel
 
-    from workers import models  # noqa: F401  (registers the tables)
+    from afpbench.workers.store import models  # noqa: F401  (registers the tables)
 
     with engine.connect() as connection:
         context = MigrationContext.configure(

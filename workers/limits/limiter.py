@@ -14,7 +14,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from workers.spec import Limits
+from afpbench.workers.sweeps.spec import Limits
 
 
 def pool_key(provider: str, base_url: str, api_key: str | None) -> str:
@@ -166,11 +166,11 @@ def get_limiter() -> Limiter:
     global _limiter
     with _limiter_lock:
         if _limiter is None:
-            from workers.settings import get_settings
+            from afpbench.workers.settings import get_settings
 
             url = get_settings().limiter_redis_url
             if url:
-                from workers.limiter_redis import RedisLimiter
+                from afpbench.workers.limits.in_redis import RedisLimiter
 
                 _limiter = RedisLimiter(url)
             else:

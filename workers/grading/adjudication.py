@@ -11,13 +11,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 from sqlmodel import select
 
-from scoring.states import ResultState
-from scoring.verdict import HumanDecision, PassRule, apply_human_decision
-from workers.db import session_scope
-from workers.inputs import inputs_for_sweep
-from workers.models import Adjudication, Aggregate, Cell, Phase, Result, Sweep
-from workers.scoring_service import _score, next_scoring_run, write_result
-from workers.spec import ModelSpec
+from afpbench.scoring.states import ResultState
+from afpbench.scoring.verdict import HumanDecision, PassRule, apply_human_decision
+from afpbench.workers.grading.scorer import _score, next_scoring_run, write_result
+from afpbench.workers.store.db import session_scope
+from afpbench.workers.store.models import Adjudication, Aggregate, Cell, Phase, Result, Sweep
+from afpbench.workers.sweeps.inputs import inputs_for_sweep
+from afpbench.workers.sweeps.spec import ModelSpec
 
 RESCORABLE_EXCLUDED = {
     ResultState.PROVIDER_BLOCK.value,
@@ -98,7 +98,7 @@ def decide(
             "scoring_run": run,
         }
     if aggregated:  # keep the published summary in step with the decision
-        from workers.aggregation import aggregate_sweep
+        from afpbench.workers.results.aggregation import aggregate_sweep
 
         aggregate_sweep(cell.sweep_id)
     return out

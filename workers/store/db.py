@@ -17,8 +17,8 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, InterfaceError, OperationalError
 from sqlmodel import Session, create_engine
 
-from workers import models  # noqa: F401  (registers the tables)
-from workers.settings import get_settings
+from afpbench.workers.settings import get_settings
+from afpbench.workers.store import models  # noqa: F401  (registers the tables)
 
 _engines: dict[str, Engine] = {}
 _lock = threading.Lock()
@@ -108,7 +108,7 @@ def get_engine(url: str | None = None) -> Engine:
             engine = create_engine(url, pool_pre_ping=_pre_ping, pool_size=10, max_overflow=60)
         # The schema comes from the migrations (workers/migrations/), never from create_all: SQLite and a
         # fresh PostgreSQL are brought to head here; a database behind the code raises SchemaBehind.
-        from workers.migrate import ensure_schema
+        from afpbench.workers.store.migrate import ensure_schema
 
         try:
             ensure_schema(engine)

@@ -12,11 +12,11 @@ from datetime import timedelta
 from sqlalchemy import update
 from sqlmodel import select
 
-from workers.completion import claim_aggregate
-from workers.db import session_scope
-from workers.dispatch import release, resend
-from workers.models import Aggregate, Cell, Phase, Sweep, SweepStatus, utcnow
-from workers.settings import get_settings
+from afpbench.workers.cells.completion import claim_aggregate
+from afpbench.workers.cells.dispatch import release, resend
+from afpbench.workers.settings import get_settings
+from afpbench.workers.store.db import session_scope
+from afpbench.workers.store.models import Aggregate, Cell, Phase, Sweep, SweepStatus, utcnow
 
 
 def _stale_threshold() -> timedelta:
@@ -84,7 +84,7 @@ def reconcile_sweep(sweep_id: str, older_than: timedelta | None = None) -> int:
     sent = resend(_mark_resent(stuck_cells(sweep_id, older_than), older_than))
     sent += release(sweep_id)
     if claim_aggregate(sweep_id, "reconciler"):
-        from workers.tasks import aggregate
+        from afpbench.workers.tasks import aggregate
 
         aggregate.apply_async(args=[sweep_id], queue="aggregate")
     return sent
@@ -109,7 +109,7 @@ def reconcile_sweeps(sweep_id: str | None = None, older_than: timedelta | None =
     sent = sum(reconcile_sweep(s, older_than) for s in ids)
     # Reliability fix: a claimed aggregate whose message was lost was never computed; send it again
     # (aggregation overwrites the sweep's one row, so a duplicate is harmless).
-    from workers.tasks import aggregate
+    from afpbench.workers.tasks import aggregate
 
     for s in unfinished_aggregates(older_than):
         if sweep_id in (None, s):

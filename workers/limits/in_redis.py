@@ -11,8 +11,8 @@ import uuid
 
 import redis
 
-from workers.limiter import Grant, Limiter
-from workers.spec import Limits
+from afpbench.workers.limits.limiter import Grant, Limiter
+from afpbench.workers.sweeps.spec import Limits
 
 _ACQUIRE = """
 local t = redis.call('TIME')

@@ -9,14 +9,14 @@ from dataclasses import dataclass
 from sqlalchemy import func
 from sqlmodel import select
 
-from workers.completion import claim_aggregate
-from workers.coordinator import counts_by_phase_and_state, create_sweep, verify_sweep
-from workers.db import session_scope
-from workers.dispatch import release, resend
-from workers.inputs import load_inputs, remember
-from workers.models import Attempt, Cell, Phase, Sweep, SweepStatus
-from workers.preflight import preflight
-from workers.spec import SweepSpec
+from afpbench.workers.cells.completion import claim_aggregate
+from afpbench.workers.cells.dispatch import release, resend
+from afpbench.workers.providers.preflight import preflight
+from afpbench.workers.store.db import session_scope
+from afpbench.workers.store.models import Attempt, Cell, Phase, Sweep, SweepStatus
+from afpbench.workers.sweeps.coordinator import counts_by_phase_and_state, create_sweep, verify_sweep
+from afpbench.workers.sweeps.inputs import load_inputs, remember
+from afpbench.workers.sweeps.spec import SweepSpec
 
 
 class SweepNotFound(LookupError):
@@ -88,7 +88,7 @@ def wait_for(
             on_progress(p)
         if p.finished:
             if claim_aggregate(sweep_id, "runner"):  # no worker claimed it: aggregate here
-                from workers.aggregation import aggregate_sweep
+                from afpbench.workers.results.aggregation import aggregate_sweep
 
                 aggregate_sweep(sweep_id)
             return progress(sweep_id)

@@ -16,9 +16,9 @@ from typing import Any
 
 from sqlmodel import Session, select
 
-from workers.models import Adjudication, Attempt, Cell, Judgement, Result, Sweep, as_utc
-from workers.redact import mask_known
-from workers.spec import SpecError, parse_spec
+from afpbench.workers.redact import mask_known
+from afpbench.workers.store.models import Adjudication, Attempt, Cell, Judgement, Result, Sweep, as_utc
+from afpbench.workers.sweeps.spec import SpecError, parse_spec
 
 DIMENSIONS = ("task_correctness", "evidence_discipline", "uncertainty_handling", "failure_control")
 
@@ -179,7 +179,7 @@ def known_secret_values(sweep: Sweep) -> list[str]:
     """Values of the key variables the sweep's models and judges name, when set in this process."""
     names = {m.get("api_key_env") for m in [*sweep.spec.get("models", []), *sweep.spec.get("judges", [])]}
     values = [os.environ.get(n) for n in names if n]
-    from workers.settings import get_settings
+    from afpbench.workers.settings import get_settings
 
     token = get_settings().api_token
     if token is not None:
