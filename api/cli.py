@@ -22,6 +22,21 @@ from afpbench.api.display import progress_bar, summary_json, summary_table
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, help="afpbench: the AFP Benchmark Protocol at scale."
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"afpbench {version('afpbench')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="print the version"),
+) -> None:
+    """afpbench: the AFP Benchmark Protocol at scale."""
 app.add_typer(cli_fixtures.app, name="fixtures")
 cli_results.register(app)
 cli_scoring.register(app)
@@ -29,32 +44,6 @@ cli_report.register(app)
 cli_serve.register(app)
 cli_db.register(app)
 console = Console(stderr=True)
-
-
-def _known_errors() -> tuple[type[BaseException], ...]:
-    from afpbench.fixtures.loader import FixtureError
-    from afpbench.reference.loader import ReferenceFileError
-    from afpbench.workers.providers.base import MissingKey
-    from afpbench.workers.providers.preflight import PreflightError
-    from afpbench.workers.providers.registry import UnknownProvider
-    from afpbench.workers.store.db import DatabaseConfigError
-    from afpbench.workers.store.migrate import SchemaMismatch
-    from afpbench.workers.sweeps.runs import SealMismatch, SweepNotFound
-    from afpbench.workers.sweeps.spec import SpecError
-
-    return (
-        FixtureError,
-        ReferenceFileError,
-        SpecError,
-        PreflightError,
-        MissingKey,
-        UnknownProvider,
-        DatabaseConfigError,
-        SchemaMismatch,
-        SweepNotFound,
-        SealMismatch,
-        cli_results.CommandError,
-    )
 
 
 @app.command()
@@ -66,14 +55,15 @@ def run(
 ) -> None:
     """Run a sweep. Embedded by default (SQLite + in-memory broker + in-process worker threads)."""
     from afpbench.workers.settings import get_settings
+    from afpbench.workers.sim.local import needs_local_sim, start_local_sim
     from afpbench.workers.sweeps.runs import attempts_count, start_sweep, wait_for
     from afpbench.workers.sweeps.spec import demo_spec, load_spec
 
     settings = get_settings()
     sweep_spec = load_spec(spec) if spec else demo_spec()
     with ExitStack() as stack:
-        if any(m.provider == "sim" and not m.base_url for m in [*sweep_spec.models, *sweep_spec.judges]):
-            _start_local_sim(stack, settings)
+        if needs_local_sim([*sweep_spec.models, *sweep_spec.judges]):
+            start_local_sim(stack, settings)
         if settings.embedded:
             from afpbench.workers.embedded import embedded_worker
 
@@ -101,24 +91,6 @@ def wide_console() -> Console:
     return Console(width=max(out.width, 150)) if not out.is_terminal else out
 
 
-def _start_local_sim(stack: ExitStack, settings) -> None:
-    """Simulated models without a base_url talk to a sim server this process starts."""
-    from afpbench.workers.sim.server import FaultConfig, SimConfig, SimServer
-
-    if settings.embedded:
-        server = stack.enter_context(SimServer(SimConfig(faults=FaultConfig())).start())
-        settings.sim_url = server.base_url
-        return
-    # Distributed: workers on this machine reach the sim at AFP_SIM_URL (default port 8765).
-    from urllib.parse import urlparse
-
-    parsed = urlparse(settings.sim_url)
-    try:
-        stack.enter_context(SimServer(SimConfig(faults=FaultConfig()), parsed.hostname, parsed.port).start())
-    except OSError:
-        console.print(f"[dim]using the sim already listening at {settings.sim_url}[/dim]")
-
-
 @app.command()
 def status(sweep: str | None = typer.Argument(None, help="sweep id; omitted: the latest")) -> None:
     """Progress of a sweep by phase and result state."""
@@ -135,12 +107,7 @@ def status(sweep: str | None = typer.Argument(None, help="sweep id; omitted: the
 
 @app.command()
 def worker(
-    queues: str = typer.Option(
-        ",".join(
-            ["exec.openai", "exec.anthropic", "exec.gemini", "exec.sim", "score", "aggregate", "control"]
-        ),
-        help="comma-separated queues to consume",
-    ),
+    queues: str = typer.Option("all", help="comma-separated queues to consume (default: every queue)"),
     concurrency: int = typer.Option(8, help="pool size"),
     pool: str = typer.Option("threads", help="threads (I/O-bound provider calls) or prefork"),
     hostname: str | None = typer.Option(None, help="node name, e.g. w1@%h"),
@@ -158,7 +125,7 @@ def worker(
         raise cli_results.CommandError(
             "AFP_BROKER_URL is memory:// (embedded); a separate worker needs a broker such as redis://127.0.0.1:6379/0"
         )
-    wanted = [q.strip() for q in queues.split(",") if q.strip()]
+    wanted = list(QUEUES) if queues == "all" else [q.strip() for q in queues.split(",") if q.strip()]
     unknown = [q for q in wanted if q not in QUEUES]
     if unknown:
         raise cli_results.CommandError(f"unknown queue(s) {', '.join(unknown)}; known: {', '.join(QUEUES)}")
@@ -214,7 +181,22 @@ def sim(
     serve_forever(SimConfig(faults=faults, plain=plain), host, port)
 
 
+def _usage_error(exc: BaseException) -> bool:
+    """Click's usage errors (unknown command or option, bad value): Typer vendors Click in recent
+    versions, so both Click's and Typer's exception types are accepted."""
+    import click
+
+    return isinstance(exc, click.ClickException) or (
+        isinstance(exc, typer.TyperException) and hasattr(exc, "show") and hasattr(exc, "exit_code")
+    )
+
+
 def main() -> None:
+    """The one place that turns failures into what the user sees: usage errors as Click shows them
+    (usage line, exit 2), known failures (AfpbenchError) as one line with their exit status, anything
+    else as one line naming the exception (the traceback only with AFP_DEBUG=1)."""
+    from afpbench.reference.errors import AfpbenchError
+
     logging.basicConfig(level=os.environ.get("AFP_LOG_LEVEL", "WARNING"))
     try:
         code = app(standalone_mode=False)  # click returns the exit code of typer.Exit here
@@ -225,15 +207,15 @@ def main() -> None:
     except (typer.Abort, KeyboardInterrupt):
         console.print("aborted")
         sys.exit(130)
+    except AfpbenchError as exc:
+        if os.environ.get("AFP_DEBUG"):
+            raise
+        console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+        sys.exit(exc.exit_code)
     except Exception as exc:  # noqa: BLE001 - the one place that turns failures into one line
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        if isinstance(exc, _known_errors()):
-            console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
-            sys.exit(2)
+        if _usage_error(exc):
+            exc.show()  # type: ignore[attr-defined]
+            sys.exit(exc.exit_code)  # type: ignore[attr-defined]
         if os.environ.get("AFP_DEBUG"):
             raise
         console.print(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -17,12 +18,15 @@ from rich.text import Text
 
 from afpbench.api.cli_results import CommandError
 
+if TYPE_CHECKING:
+    from afpbench.workers.results.summary import SweepSummary
+
 FORMATS = ("md", "html", "json")
 
 
-def _summary(sweep: str) -> dict:
+def _summary(sweep: str) -> SweepSummary:
+    from afpbench.workers.errors import SweepNotFound
     from afpbench.workers.results.aggregation import snapshot
-    from afpbench.workers.sweeps.runs import SweepNotFound
 
     try:
         return snapshot(sweep, interim=None)
@@ -76,12 +80,13 @@ def register(app: typer.Typer) -> None:
     def show(cell: int = typer.Argument(..., help="cell id"),
              as_json: bool = typer.Option(False, "--json", help="print the full run record as JSON")) -> None:
         """Show the run record of one cell (every field the protocol requires)."""
-        from afpbench.workers.results.records import RecordNotFound, run_record
+        from afpbench.workers.errors import RecordNotFound
+        from afpbench.workers.results.records import run_record
         from afpbench.workers.store.db import session_scope
 
         try:
             with session_scope() as session:
-                record = run_record(session, cell)
+                record = run_record(session, cell).model_dump(mode="json")
         except RecordNotFound as exc:
             raise CommandError(str(exc)) from None
         if as_json:
@@ -92,16 +97,16 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def aggregate(sweep: str) -> None:
         """Recompute a sweep's summary now (stored once the sweep is complete; interim otherwise)."""
-        from afpbench.workers.results.aggregation import aggregate_sweep
-        from afpbench.workers.sweeps.runs import SweepNotFound
+        from afpbench.workers.cells.finish import aggregate_now
+        from afpbench.workers.errors import SweepNotFound
 
         try:
-            summary = aggregate_sweep(sweep)
+            summary = aggregate_now(sweep, "cli")
         except SweepNotFound as exc:
             raise CommandError(str(exc)) from None
-        label = "stored" if summary["complete"] else "interim, not stored (sweep not complete)"
-        sim = " SIMULATED" if summary["simulated"] else ""
-        typer.echo(f"sweep {sweep}: {summary['cells']} cells, {summary['unfinished']} unfinished; summary {label}{sim}")
+        label = "stored" if summary.complete else "interim, not stored (sweep not complete)"
+        sim = " SIMULATED" if summary.simulated else ""
+        typer.echo(f"sweep {sweep}: {summary.cells} cells, {summary.unfinished} unfinished; summary {label}{sim}")
 
     @app.command()
     def report(sweep: str,
@@ -126,8 +131,8 @@ def register(app: typer.Typer) -> None:
     def export(sweep: str, directory: Path) -> None:
         """Write the publication bundle; STATUS.md says published only when every item is present."""
         from afpbench.api.report import render_report
-        from afpbench.workers.results.export import ExportError, export_bundle
-        from afpbench.workers.sweeps.runs import SweepNotFound
+        from afpbench.workers.errors import ExportError, SweepNotFound
+        from afpbench.workers.results.export import export_bundle
 
         try:
             result = export_bundle(sweep, directory, renderer=render_report)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import typer
 
+from afpbench.reference.errors import AfpbenchError
 
-class CommandError(RuntimeError):
+
+class CommandError(AfpbenchError):
     """A user-facing failure of a command; printed as one line."""
 
 

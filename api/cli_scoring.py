@@ -16,7 +16,8 @@ adjudicate_app = typer.Typer(no_args_is_help=True, help="Human adjudication of G
 
 def judge_from_option(judge: str, base_url: str | None, api_key_env: str | None):
     """`provider:model` (e.g. `openai:gpt-4o-mini`, `sim:sim-1`) into a judge ModelSpec."""
-    from afpbench.workers.sweeps.spec import SpecError, parse_spec
+    from afpbench.workers.errors import SpecError
+    from afpbench.workers.sweeps.spec import parse_spec
 
     if ":" not in judge:
         raise CommandError(
@@ -31,11 +32,11 @@ def judge_from_option(judge: str, base_url: str | None, api_key_env: str | None)
 
 
 def _with_sim(stack: ExitStack, judges) -> None:
-    if any(j.provider == "sim" and not j.base_url for j in judges):
-        from afpbench.api.cli import _start_local_sim
-        from afpbench.workers.settings import get_settings
+    from afpbench.workers.settings import get_settings
+    from afpbench.workers.sim.local import needs_local_sim, start_local_sim
 
-        _start_local_sim(stack, get_settings())
+    if needs_local_sim(judges):
+        start_local_sim(stack, get_settings())
 
 
 @adjudicate_app.command("list")
@@ -68,7 +69,7 @@ def show(cell: int) -> None:
     from afpbench.workers.store.db import session_scope
 
     with session_scope() as session:
-        record = run_record(session, cell)
+        record = run_record(session, cell).model_dump(mode="json")
     record["history"] = history(cell)
     typer.echo(json.dumps(record, indent=2, default=str))
 
@@ -86,7 +87,7 @@ def decide(
 ) -> None:
     """Record a human decision; the cell's state follows it, earlier rows stay as history."""
     from afpbench.fixtures.schema import DIMENSIONS
-    from afpbench.workers.grading.adjudication import AdjudicationError
+    from afpbench.workers.errors import AdjudicationError
     from afpbench.workers.grading.adjudication import decide as decide_cell
 
     parsed = None
@@ -116,7 +117,8 @@ def register(app: typer.Typer) -> None:
         api_key_env: str | None = typer.Option(None),
     ) -> None:
         """Score again from stored raw outputs (no call to the tested model); adds a new scoring run."""
-        from afpbench.workers.grading.adjudication import AdjudicationError, rescore_sweep
+        from afpbench.workers.errors import AdjudicationError
+        from afpbench.workers.grading.adjudication import rescore_sweep
 
         judges = [judge_from_option(judge, base_url, api_key_env)] if judge else None
         with ExitStack() as stack:

@@ -11,7 +11,8 @@ from rich.table import Table
 from sqlalchemy import func
 from sqlmodel import select
 
-from afpbench.scoring.states import ResultState
+from afpbench.scoring.rates import EXCLUDED, FAIL, PASS
+from afpbench.scoring.states import ResultState, pass_rate
 from afpbench.workers.store.db import session_scope
 from afpbench.workers.store.models import Cell, Sweep
 
@@ -53,12 +54,12 @@ def summary_json(sweep_id: str, progress, attempts: int, database_url: str) -> d
             slot[key] = slot.get(key, 0) + n
         rates = {}
         for condition, counts in sorted(by_condition.items()):
-            p, f = counts.get("MODEL_PASS", 0), counts.get("MODEL_FAIL", 0)
+            p, f = counts.get(PASS, 0), counts.get(FAIL, 0)
             rates[condition] = {
                 "pass": p,
                 "n": p + f,
-                "pass_rate": (p / (p + f)) if p + f else None,
-                "excluded": {s: counts[s] for s in STATES[2:] if counts.get(s)},
+                "pass_rate": pass_rate(p, f),
+                "excluded": {s: counts[s] for s in EXCLUDED if counts.get(s)},
             }
         return {
             "sweep_id": sweep_id,

@@ -1,4 +1,4 @@
-"""Render an aggregate summary (workers.aggregation) as Markdown, a self-contained HTML page, or JSON.
+"""Render a sweep summary (workers/results/summary.py SweepSummary) as Markdown, a self-contained HTML page, or JSON.
 
 The HTML page has inline CSS and inline SVG (api/report_svg.py) and loads nothing from the network.
 Every string that can come from a fixture, a model or a spec is escaped. A simulated sweep carries a
@@ -8,13 +8,15 @@ large SIMULATED banner; an unfinished one is labelled interim.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from html import escape
-from typing import Any
 
 from afpbench.api import report_svg
+from afpbench.scoring.measures import MEANS
+from afpbench.scoring.rates import EXCLUDED, FAIL, PASS, UNFINISHED, RateBlock
+from afpbench.workers.results.summary import SweepSummary
 
-EXCLUDED = ("PROVIDER_BLOCK", "INFRA_ERROR", "INVALID_TEST", "GRADER_DISPUTE")
-DIMENSIONS = ("task_correctness", "evidence_discipline", "uncertainty_handling", "failure_control", "total")
+
 CSS = """
 body{font-family:system-ui,sans-serif;margin:24px auto;max-width:1150px;color:#222;line-height:1.4}
 table{border-collapse:collapse;margin:8px 0 20px;font-size:13px}
@@ -27,9 +29,9 @@ th{background:#f3f3f3} td.l,th.l{text-align:left}
 """
 
 
-def render_report(summary: dict[str, Any], fmt: str = "md") -> str:
+def render_report(summary: SweepSummary, fmt: str = "md") -> str:
     if fmt == "json":
-        return json.dumps(summary, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+        return json.dumps(summary.model_dump(mode="json"), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     if fmt == "md":
         return _markdown(summary)
     if fmt == "html":
@@ -41,7 +43,7 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x:.1%}"
 
 
-def _ci(ci: list[float] | None) -> str:
+def _ci(ci: Sequence[float] | None) -> str:
     return "-" if not ci else f"{ci[0]:.1%} to {ci[1]:.1%}"
 
 
@@ -49,42 +51,45 @@ def _num(x: float | None, places: int = 2) -> str:
     return "-" if x is None else f"{x:.{places}f}"
 
 
-def _rate_rows(summary: dict) -> list[list[str]]:
-    rows = []
-    for r in summary["by_model_condition"]:
-        rows.append([r["model"], r["condition"], f"{r['pass']}/{r['n']}", _pct(r["pass_rate"]),
-                     _ci(r["pass_rate_ci95"]), r["failures"], *[str(r["excluded"][s]) for s in EXCLUDED],
-                     str(r["unfinished"])])
-    return rows
+def _rate_cells(r: RateBlock) -> list[str]:
+    """pass/n, pass rate, exact interval (the failure reading is placed by the caller)."""
+    return [f"{r.passed}/{r.n}", _pct(r.pass_rate), _ci(r.pass_rate_ci95)]
+
+
+def _beside(r: RateBlock) -> list[str]:
+    """Every state outside the denominator, then the unfinished cells."""
+    return [*[str(r.excluded[s]) for s in EXCLUDED], str(r.unfinished)]
+
+
+def _rate_rows(summary: SweepSummary) -> list[list[str]]:
+    return [[r.model, r.condition, *_rate_cells(r), r.failures, *_beside(r)] for r in summary.by_model_condition]
 
 
 RATE_HEAD = ["model", "condition", "pass/n", "pass rate", "95% CI (exact)", "failures", *EXCLUDED, "unfinished"]
 
 
-def _sections(summary: dict) -> list[tuple[str, list[str], list[list[str]], str]]:
+def _sections(summary: SweepSummary) -> list[tuple[str, list[str], list[list[str]], str]]:
     """(heading, header, rows, note) for every table, shared by Markdown and HTML."""
     s = summary
-    fixture_rows = [[f"{r['fixture_id']}@{r['fixture_version']}" + (" (high risk)" if r["high_risk"] else ""),
-                     r["condition"], f"{r['pass']}/{r['n']}", _pct(r["pass_rate"]), _ci(r["pass_rate_ci95"]),
-                     *[str(r["excluded"][x]) for x in EXCLUDED], str(r["unfinished"])]
-                    for r in s["by_fixture_condition"]]
-    dims = [[r["condition"], *[_num(r[d]) for d in DIMENSIONS], str(r["n_scored"])]
-            for r in s["dimensions"]["by_condition"]]
-    fatal = s["fatal_by_criterion"]
-    fatal_rows = [[c, k, str(n)] for c, per in fatal["by_condition"].items() for k, n in per.items()]
-    fatal_rows += [[c, "(no fatal: below the pass rule)", str(n)] for c, n in fatal["fail_without_fatal"].items()]
-    tokens = [[r["condition"], _num(r["mean_output_tokens"], 1), str(r["n"])]
-              for r in s["output_tokens"]["by_condition"]]
-    tokens += [[f"{r['model']} / {r['condition']}", _num(r["mean_output_tokens"], 1), str(r["n"])]
-               for r in s["output_tokens"]["by_model_condition"]]
-    comparisons = [[r["model"], r["comparison"], r["status"], r["reading"]] for r in s["comparisons"]]
-    cost = [[r["model"], str(r["attempts"]), *[str(r["tokens"][k]) for k in ("input", "output", "cached", "reasoning")],
-             "-" if r["usd"] is None else f"${r['usd']:.4f}"] for r in s["cost"]["by_model"]]
-    cost.append(["whole sweep", "", "", "", "", "", f"${s['cost']['sweep_usd']:.4f}"])
-    hr = s["high_risk"]
-    hr_rows = [[x["model"], x["fixture"], x["condition"], str(x["finished_repeats"])] for x in hr["lacking"]]
-    hr_note = ("every high-risk fixture has the required finished repeats" if hr["ready"] else
-               f"{hr['lacking_count']} model x fixture x condition groups lack {hr['required_repeats']} repeats")
+    fixture_rows = [[f"{r.fixture_id}@{r.fixture_version}" + (" (high risk)" if r.high_risk else ""),
+                     r.condition, *_rate_cells(r), *_beside(r)] for r in s.by_fixture_condition]
+    dims = [[r.condition, *[_num(getattr(r, d)) for d in MEANS], str(r.n_scored)]
+            for r in s.dimensions.by_condition]
+    fatal = s.fatal_by_criterion
+    fatal_rows = [[c, k, str(n)] for c, per in fatal.by_condition.items() for k, n in per.items()]
+    fatal_rows += [[c, "(no fatal: below the pass rule)", str(n)] for c, n in fatal.fail_without_fatal.items()]
+    tokens = [[r.condition, _num(r.mean_output_tokens, 1), str(r.n)] for r in s.output_tokens.by_condition]
+    tokens += [[f"{r.model} / {r.condition}", _num(r.mean_output_tokens, 1), str(r.n)]
+               for r in s.output_tokens.by_model_condition]
+    comparisons = [[r.model, r.comparison, r.status, r.reading] for r in s.comparisons]
+    cost = [[r.model, str(r.attempts), *[str(n) for n in (r.tokens.input, r.tokens.output, r.tokens.cached,
+                                                           r.tokens.reasoning)],
+             "-" if r.usd is None else f"${r.usd:.4f}"] for r in s.cost.by_model]
+    cost.append(["whole sweep", "", "", "", "", "", f"${s.cost.sweep_usd:.4f}"])
+    hr = s.high_risk
+    hr_rows = [[x.model, x.fixture, x.condition, str(x.finished_repeats)] for x in hr.lacking]
+    hr_note = ("every high-risk fixture has the required finished repeats" if hr.ready else
+               f"{hr.lacking_count} model x fixture x condition groups lack {hr.required_repeats} repeats")
     return [
         ("Pass rate by model and condition", RATE_HEAD, _rate_rows(s),
          "pass rate = MODEL_PASS / (MODEL_PASS + MODEL_FAIL); every other state is counted beside it"),
@@ -92,32 +97,32 @@ def _sections(summary: dict) -> list[tuple[str, list[str], list[list[str]], str]
          ["fixture", "condition", "pass/n", "pass rate", "95% CI (exact)", *EXCLUDED, "unfinished"], fixture_rows, ""),
         ("Comparisons (paired, same model, fixture and repeat)", ["model", "comparison", "status", "reading"],
          comparisons, "exact McNemar test on discordant pairs; difference with Newcombe's paired interval"),
-        ("Mean rubric score by condition (scored cells)", ["condition", *DIMENSIONS, "n"], dims,
+        ("Mean rubric score by condition (scored cells)", ["condition", *MEANS, "n"], dims,
          "each dimension 0-2, total 0-8"),
         ("Fatal failures by criterion", ["condition", "criterion", "count"], fatal_rows, ""),
         ("Mean output tokens of the scored answer", ["condition", "mean output tokens", "n"], tokens,
          "shows whether a condition only adds length"),
-        ("Cost", ["model", "attempts", "input", "output", "cached", "reasoning", "USD"], cost, s["cost"]["rule"]),
+        ("Cost", ["model", "attempts", "input", "output", "cached", "reasoning", "USD"], cost, s.cost.rule),
         ("High-risk fixtures", ["model", "fixture", "condition", "finished repeats"], hr_rows, hr_note),
     ]
 
 
-def _interim(s: dict) -> bool:
-    return bool(s.get("interim")) or not s["complete"]
+def _interim(s: SweepSummary) -> bool:
+    return s.interim or not s.complete
 
 
-def _headline(s: dict) -> list[str]:
+def _headline(s: SweepSummary) -> list[str]:
     state = "INTERIM (sweep not complete)" if _interim(s) else "final"
-    lines = [f"sweep {s['sweep_id']} | status {s['status']} | {state} | cells {s['cells']} "
-             f"(unfinished {s['unfinished']}) | seal {s['seal_hash']} | computed {s['computed_at']}"]
-    rule = s.get("pass_rule") or {}
+    lines = [f"sweep {s.sweep_id} | status {s.status} | {state} | cells {s.cells} "
+             f"(unfinished {s.unfinished}) | seal {s.seal_hash} | computed {s.computed_at}"]
+    rule = s.pass_rule or {}
     if rule:
         lines.append(f"pass rule (sealed): no fatal criterion, every dimension >= {rule.get('min_dimension')}, "
                      f"total >= {rule.get('min_total')}")
-    if s["simulated"]:
-        lines.insert(0, f"SIMULATED: this sweep used the simulated provider ({', '.join(s['simulated_parts'])}); "
+    if s.simulated:
+        lines.insert(0, f"SIMULATED: this sweep used the simulated provider ({', '.join(s.simulated_parts)}); "
                         "its numbers say nothing about any real model.")
-    lines += [f"notice: {n}" for n in s["notices"]]
+    lines += [f"notice: {n}" for n in s.notices]
     return lines
 
 
@@ -125,8 +130,8 @@ def _md_cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def _markdown(s: dict) -> str:
-    out = [f"# afpbench report: {_md_cell(s['name'])}", ""]
+def _markdown(s: SweepSummary) -> str:
+    out = [f"# afpbench report: {_md_cell(s.name)}", ""]
     out += [f"> **{_md_cell(line)}**" if line.startswith("SIMULATED") else f"> {_md_cell(line)}"
             for line in _headline(s)]
     for heading, header, rows, note in _sections(s):
@@ -152,30 +157,30 @@ def _numeric(v: str) -> bool:
     return str(v).replace(".", "", 1).replace("%", "").replace("/", "").replace("$", "").replace("-", "").isdigit()
 
 
-def _plots(s: dict) -> list[tuple[str, str]]:
-    multi = len(s["models"]) > 1
-    whiskers = [((f"{r['model']}/" if multi else "") + r["condition"], r["pass_rate"], r["pass_rate_ci95"], r["n"])
-                for r in s["by_model_condition"]]
-    fixtures = sorted({f"{r['fixture_id']}@{r['fixture_version']}" for r in s["by_fixture_condition"]})
-    heat = {(f"{r['fixture_id']}@{r['fixture_version']}", r["condition"]):
-            (r["pass_rate"], f"{r['pass']}/{r['n']}") for r in s["by_fixture_condition"]}
-    groups = [((f"{r['model']} / " if multi else "") + r["condition"],
-               {"MODEL_PASS": r["pass"], "MODEL_FAIL": r["fail"], **r["excluded"], "UNFINISHED": r["unfinished"]})
-              for r in s["by_model_condition"]]
-    tokens = [(r["condition"], r["mean_output_tokens"]) for r in s["output_tokens"]["by_condition"]]
+def _plots(s: SweepSummary) -> list[tuple[str, str]]:
+    multi = len(s.models) > 1
+    whiskers = [((f"{r.model}/" if multi else "") + r.condition, r.pass_rate, r.pass_rate_ci95, r.n)
+                for r in s.by_model_condition]
+    fixtures = sorted({f"{r.fixture_id}@{r.fixture_version}" for r in s.by_fixture_condition})
+    heat = {(f"{r.fixture_id}@{r.fixture_version}", r.condition): (r.pass_rate, f"{r.passed}/{r.n}")
+            for r in s.by_fixture_condition}
+    groups = [((f"{r.model} / " if multi else "") + r.condition,
+               {PASS: r.passed, FAIL: r.failed, **r.excluded, UNFINISHED: r.unfinished})
+              for r in s.by_model_condition]
+    tokens = [(r.condition, r.mean_output_tokens) for r in s.output_tokens.by_condition]
     return [
         ("Pass rate by condition with exact 95% interval",
          report_svg.pass_rate_whiskers(whiskers, "pass rate by condition")),
         ("Pass rate by fixture and condition (cell text: pass/n; grey: nothing scored)",
-         report_svg.heat_map(fixtures, s["conditions"], heat, "fixture by condition heat map")),
+         report_svg.heat_map(fixtures, s.conditions, heat, "fixture by condition heat map")),
         ("Result states by condition (every state shown)", report_svg.stacked_states(groups, "state breakdown")),
         ("Mean output tokens by condition", report_svg.value_bars(tokens, "mean output tokens", " tokens")),
     ]
 
 
-def _html(s: dict) -> str:
-    parts = [f"<h1>afpbench report: {escape(s['name'])}</h1>"]
-    if s["simulated"]:
+def _html(s: SweepSummary) -> str:
+    parts = [f"<h1>afpbench report: {escape(s.name)}</h1>"]
+    if s.simulated:
         parts.append('<div class="banner sim" id="simulated-banner">SIMULATED</div>')
     if _interim(s):
         parts.append('<div class="banner interim">INTERIM: the sweep is not complete</div>')
@@ -187,7 +192,7 @@ def _html(s: dict) -> str:
         if note:
             parts.append(f'<p class="muted">{escape(note)}</p>')
         parts.append(_html_table(header, rows))
-    title = ("SIMULATED - " if s["simulated"] else "") + f"afpbench report: {s['name']}"
+    title = ("SIMULATED - " if s.simulated else "") + f"afpbench report: {s.name}"
     return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">"
             f"<title>{escape(title)}</title><style>{CSS}</style></head><body>"

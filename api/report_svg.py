@@ -6,6 +6,7 @@ formatted here. Each plot carries a <title> so screen readers and tooltips name 
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from html import escape
 
 STATE_COLOURS = {
@@ -30,7 +31,7 @@ def _text(x: float, y: float, text: str, anchor: str = "start", extra: str = "")
     return f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}" {extra}>{escape(text)}</text>'
 
 
-def pass_rate_whiskers(items: list[tuple[str, float | None, list[float] | None, int]], title: str) -> str:
+def pass_rate_whiskers(items: Sequence[tuple[str, float | None, Sequence[float] | None, int]], title: str) -> str:
     """One bar per (label, pass rate, [low, high], n), with the exact 95% interval as a whisker."""
     bar_w, left, top, plot_h = 34, 44, 24, 220
     # Each slot is wide enough for its label (about 7 px per character at 12 px).
@@ -69,7 +70,7 @@ def _heat_colour(rate: float | None) -> str:
     return f"hsl(210, 70%, {light:.0f}%)"
 
 
-def heat_map(rows: list[str], cols: list[str], cells: dict[tuple[str, str], tuple[float | None, str]],
+def heat_map(rows: Sequence[str], cols: Sequence[str], cells: Mapping[tuple[str, str], tuple[float | None, str]],
              title: str) -> str:
     """Rows x columns of pass rates; each cell shows its text (e.g. '3/4') and is coloured by rate."""
     cw, ch, left, top = 86, 30, 150, 26
@@ -88,7 +89,7 @@ def heat_map(rows: list[str], cols: list[str], cells: dict[tuple[str, str], tupl
     return _svg(width, height, title, body)
 
 
-def stacked_states(groups: list[tuple[str, dict[str, int]]], title: str) -> str:
+def stacked_states(groups: Sequence[tuple[str, Mapping[str, int]]], title: str) -> str:
     """One horizontal bar per group, split by result state (every state visible, none folded in)."""
     left, top, bar_h, gap, plot_w = 150, 10, 22, 10, 600
     height = top + len(groups) * (bar_h + gap) + 40
@@ -118,7 +119,7 @@ def stacked_states(groups: list[tuple[str, dict[str, int]]], title: str) -> str:
     return _svg(max(width, int(lx) + 10), height, title, body)
 
 
-def value_bars(items: list[tuple[str, float | None]], title: str, unit: str = "") -> str:
+def value_bars(items: Sequence[tuple[str, float | None]], title: str, unit: str = "") -> str:
     """Plain vertical bars (e.g. mean output tokens by condition); None shows as 'n/a'."""
     bar_w, gap, left, top, plot_h = 40, 18, 20, 20, 180
     peak = max([v for _, v in items if v is not None] or [1.0]) or 1.0

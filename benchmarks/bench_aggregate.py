@@ -123,7 +123,7 @@ def measure(url: str) -> dict[str, float]:
     aggregate_sweep(SWEEP_ID)
     t3 = time.perf_counter()
     return {"first_s": t2 - t1, "first_cpu_s": c2 - c1, "second_s": t3 - t2, "baseline_s": baseline,
-            "cells": summary["cells"], "n_scored": summary["totals"]["n"], "comparisons": len(summary["comparisons"]),
+            "cells": summary.cells, "n_scored": summary.totals.n, "comparisons": len(summary.comparisons),
             "rss_before_mib": rss_before / 1024,
             "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "load_1min": os.getloadavg()[0]}

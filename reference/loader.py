@@ -11,15 +11,17 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import yaml
 
+from afpbench.reference.errors import AfpbenchError
 from afpbench.reference.hashing import text_sha256
 
 CONDITIONS = ("A", "B", "C", "D")
 
 
-class ReferenceFileError(ValueError):
+class ReferenceFileError(AfpbenchError, ValueError):
     """A reference file (instructions, judge prompt) that cannot be used; names the file."""
 
 
@@ -48,8 +50,10 @@ def _packaged(name: str) -> str:
 
 
 @lru_cache(maxsize=1)
-def protocol() -> dict:
-    return yaml.safe_load(_packaged("protocol.yaml"))
+def protocol() -> dict[str, Any]:
+    # protocol.yaml is a mapping of section name to YAML data of any shape.
+    data: dict[str, Any] = yaml.safe_load(_packaged("protocol.yaml"))
+    return data
 
 
 def protocol_text() -> str:

@@ -67,7 +67,9 @@ def _number_check(a: Assertion, released: list[Decimal]) -> tuple[bool, str]:
 def run_assertions(fixture: Fixture, final_text: str) -> AssertionOutcome:
     """Run every assertion of the fixture on the final answer text."""
     released: list[Decimal] | None = None  # extracted once, only if a number check needs it
-    results, proposed, misses = [], [], []
+    results: list[AssertionResult] = []
+    proposed: list[tuple[str, str]] = []
+    misses: list[tuple[str, str]] = []
     for a in fixture.assertions:
         if a.check in (AssertionCheck.contains_any, AssertionCheck.contains_none):
             passed, detail = _text_check(a, final_text)

@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass, field
 
 from afpbench.fixtures.schema import DIMENSIONS, Fixture
-from afpbench.scoring.render import render_user_message
+from afpbench.scoring.render import Message, render_user_message
 from afpbench.scoring.vocabulary import normalise_space
 
 _FENCED = re.compile(r"\A\s*```json[ \t]*\n(.*)\n[ \t]*```\s*\Z", re.DOTALL)
@@ -78,7 +78,7 @@ def build_judge_messages(
     judge_prompt: str,
     originated_figures: list[str],
     swapped: bool = False,
-) -> list[dict]:
+) -> list[Message]:
     """[system = judge prompt, user = the materials]; swapped puts the response first and reverses the
     order of dimensions and fatal criteria (the blind order-swapped re-judge)."""
     dimensions = list(DIMENSIONS)
@@ -109,7 +109,7 @@ def build_judge_messages(
     ]
 
 
-def _no_duplicate_keys(pairs: list[tuple[str, object]]) -> dict:
+def _no_duplicate_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
     keys = [k for k, _ in pairs]
     dupes = sorted({k for k in keys if keys.count(k) > 1})
     if dupes:

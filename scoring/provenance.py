@@ -121,7 +121,8 @@ class ProvenanceReport:
 
     def as_record(self) -> dict[str, Any]:
         """JSON-ready dict (Decimals as strings, exponent kept) for the result row."""
-        return _jsonable(asdict(self))
+        record: dict[str, Any] = _jsonable(asdict(self))  # a dict in, a dict out
+        return record
 
 
 def _jsonable(obj: Any) -> Any:

@@ -9,10 +9,17 @@ never interpreted as a template.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from afpbench.fixtures.schema import EvidenceItem, Fixture
 
-CALCULATOR_TOOL = {
+# A tool as offered to the model: a provider-neutral JSON document (name, description, JSON Schema
+# parameters); the provider adapters wrap it in their own envelope.
+ToolSpec = dict[str, Any]
+# One chat message: {"role": ..., "content": ...}.
+Message = dict[str, str]
+
+CALCULATOR_TOOL: ToolSpec = {
     "name": "calculator",
     "description": (
         "Evaluate an arithmetic expression exactly (decimal arithmetic). "
@@ -31,10 +38,10 @@ class RenderedPrompt:
     condition: str
     system: str | None
     user: str
-    tools: list[dict] = field(default_factory=list)
+    tools: list[ToolSpec] = field(default_factory=list)
 
-    def messages(self) -> list[dict]:
-        msgs: list[dict] = []
+    def messages(self) -> list[Message]:
+        msgs: list[Message] = []
         if self.system:
             msgs.append({"role": "system", "content": self.system})
         msgs.append({"role": "user", "content": self.user})
@@ -64,7 +71,7 @@ def render_user_message(fixture: Fixture) -> str:
     return f"{fixture.task.rstrip()}\n\n--- Evidence ---\n\n{blocks}\n"
 
 
-def tools_for(fixture: Fixture) -> list[dict]:
+def tools_for(fixture: Fixture) -> list[ToolSpec]:
     """Numeric fixtures offer the same calculator in every condition; others offer no tools."""
     return [CALCULATOR_TOOL] if fixture.numeric is not None else []
 

@@ -45,7 +45,9 @@ def zero_failure_upper_bound(n: int, confidence: float = 0.95) -> float:
     """Exact one-sided upper bound on the failure rate after 0 failures in n: 1 - (1 - confidence)^(1/n)."""
     _check_counts(0, n)
     _check_confidence(confidence)
-    return 1 - (1 - confidence) ** (1 / n)
+    # float ** float is typed Any (a negative base gives a complex); here the base is in (0, 1).
+    bound: float = 1 - (1 - confidence) ** (1 / n)
+    return bound
 
 
 def rule_of_three(n: int) -> float | None:

@@ -76,7 +76,7 @@ def sqlite_url(tmp_path: Path) -> str:
 def settings_env(monkeypatch):
     """Point the process-wide settings at given URLs (clears caches before and after)."""
     from afpbench.workers import settings
-    from afpbench.workers.limits import limiter
+    from afpbench.workers.limits import shared as limiter
     from afpbench.workers.store.db import dispose_engines
 
     def apply(**env: str):

@@ -27,10 +27,9 @@ class _Controller(WorkController):
 @contextmanager
 def embedded_worker(concurrency: int = 8, queues: tuple[str, ...] = QUEUES) -> Iterator[WorkController]:
     logging.getLogger("celery").setLevel(logging.WARNING)
-    # Bug fix (found by tests/faults): a task's retry re-sends itself through a signature bound to the
-    # *current* app, which pool threads do not inherit; they fell back to Celery's default app (broker
-    # amqp://localhost), so every retry with a countdown (backoff, Retry-After, limiter waits) was lost
-    # and its cell stayed queued forever. Make this app the process default.
+    # A task's retry re-sends itself through a signature bound to the *current* app, which pool threads
+    # do not inherit; without a process default they would use Celery's built-in one (amqp://localhost)
+    # and every retry with a countdown would be lost.
     app.set_default()
     worker = _Controller(
         app=app,

@@ -7,18 +7,24 @@ left. Waiting (limits, backoff) is a retry with a countdown, never a sleep holdi
 from __future__ import annotations
 
 import logging
+import os
 import socket
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from sqlalchemy.exc import InterfaceError, OperationalError
 
-from afpbench.workers.celery_app import app
-from afpbench.workers.cells.completion import claim_aggregate
+from afpbench.workers.celery_app import AGGREGATE, EXECUTE, RECONCILE, SCORE, app, send
+from afpbench.workers.cells.completion import sweep_of_cell
 from afpbench.workers.cells.execution import RetryLater, ScoreNext, execute_cell
+from afpbench.workers.cells.finish import finish_if_done
+from afpbench.workers.cells.reconciler import reconcile_sweeps
+from afpbench.workers.grading.scorer import RejudgeLater, score_cell
+from afpbench.workers.results.aggregation import aggregate_sweep
+from afpbench.workers.settings import get_settings
 
 log = logging.getLogger(__name__)
-WORKER_ID = f"{socket.gethostname()}:{__import__('os').getpid()}"
+WORKER_ID = f"{socket.gethostname()}:{os.getpid()}"
 
 
 def _worker_name(task) -> str:
@@ -31,11 +37,9 @@ DATABASE_UNAVAILABLE = (OperationalError, InterfaceError, RedisConnectionError, 
 
 
 def _countdown(delay_s: float) -> float:
-    """Reliability fix: a countdown message waits unacked in the worker; one that outlives the broker's
-    visibility timeout is delivered a second time. Cap it at half the timeout: a task that wakes early
-    finds its not_before or lease in SQL and waits again."""
-    from afpbench.workers.settings import get_settings
-
+    """A countdown message waits unacked in the worker; one that outlives the broker's visibility
+    timeout is delivered a second time. Cap it at half the timeout: a task that wakes early finds its
+    not_before or lease in SQL and waits again."""
     return max(0.05, min(delay_s, get_settings().visibility_timeout_s / 2))
 
 
@@ -46,7 +50,7 @@ def _retry_database(task, exc: Exception):
     return task.retry(exc=exc, countdown=_countdown(delay), max_retries=None)
 
 
-@app.task(name="afpbench.execute", bind=True, max_retries=None, acks_late=True)
+@app.task(name=EXECUTE, bind=True, max_retries=None, acks_late=True)
 def execute(self, cell_id: int, prepaid: bool = False) -> str:
     try:
         decision = execute_cell(cell_id, _worker_name(self), prepaid=prepaid)
@@ -58,44 +62,36 @@ def execute(self, cell_id: int, prepaid: bool = False) -> str:
                 max_retries=None,
             )
         if isinstance(decision, ScoreNext):
-            score.apply_async(args=[cell_id], queue="score")
+            send(SCORE, [cell_id], "score")
             return "executed"
         if decision.sweep_open is not True:
-            after_terminal(cell_id, self, decision.sweep_id)
+            _finish(cell_id, self, decision.sweep_id)
     except DATABASE_UNAVAILABLE as exc:
         raise _retry_database(self, exc) from exc
     return f"finished: {decision.state}"
 
 
-@app.task(name="afpbench.score", bind=True, max_retries=None, acks_late=True)
+@app.task(name=SCORE, bind=True, max_retries=None, acks_late=True)
 def score(self, cell_id: int) -> str:
-    from afpbench.workers.grading.scorer import RejudgeLater, score_cell
-
     try:
         outcome = score_cell(cell_id, _worker_name(self))
         if isinstance(outcome, RejudgeLater):
             raise self.retry(countdown=_countdown(outcome.delay_s), max_retries=None)
-        after_terminal(cell_id, self)
+        _finish(cell_id, self)
     except DATABASE_UNAVAILABLE as exc:
         raise _retry_database(self, exc) from exc
     return "scored"
 
 
-def after_terminal(cell_id: int, task, sweep_id: str | None = None) -> None:
-    from afpbench.workers.store.db import session_scope
-    from afpbench.workers.store.models import Cell
-
+def _finish(cell_id: int, task, sweep_id: str | None = None) -> None:
+    """After a cell reached its result: finish the sweep if this was its last open cell."""
     if sweep_id is None:
-        with session_scope() as session:
-            sweep_id = session.get(Cell, cell_id).sweep_id
-    if claim_aggregate(sweep_id, _worker_name(task)):
-        aggregate.apply_async(args=[sweep_id], queue="aggregate")
+        sweep_id = sweep_of_cell(cell_id)
+    finish_if_done(sweep_id, _worker_name(task))
 
 
-@app.task(name="afpbench.aggregate", bind=True, max_retries=5, acks_late=True)
+@app.task(name=AGGREGATE, bind=True, max_retries=5, acks_late=True)
 def aggregate(self, sweep_id: str) -> str:
-    from afpbench.workers.results.aggregation import aggregate_sweep
-
     try:
         aggregate_sweep(sweep_id)
     except DATABASE_UNAVAILABLE as exc:
@@ -103,8 +99,6 @@ def aggregate(self, sweep_id: str) -> str:
     return "aggregated"
 
 
-@app.task(name="afpbench.reconcile", bind=True, acks_late=True)
+@app.task(name=RECONCILE, bind=True, acks_late=True)
 def reconcile(self, sweep_id: str | None = None) -> int:
-    from afpbench.workers.cells.reconciler import reconcile_sweeps
-
     return reconcile_sweeps(sweep_id)

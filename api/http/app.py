@@ -19,8 +19,8 @@ from sqlalchemy.exc import DataError
 from afpbench.api.http import routes_adjudications, routes_cells, routes_ops, routes_sweeps
 from afpbench.api.http.deps import Authorized, configured_token
 from afpbench.api.http.runtime import Runtime
+from afpbench.reference.errors import AfpbenchError
 from afpbench.workers.settings import Settings, get_settings
-from afpbench.workers.sweeps.runs import SweepNotFound
 from afpbench.workers.sweeps.seal import afpbench_version
 
 DESCRIPTION = """Run and inspect AFP Benchmark Protocol sweeps. Every route but `/healthz` needs
@@ -70,9 +70,14 @@ def create_app(settings: Settings | None = None, *, runtime: bool = True) -> Fas
     async def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
         return JSONResponse({"detail": _field_errors(exc)}, status_code=422)
 
-    @app.exception_handler(SweepNotFound)
-    async def _no_sweep(_request: Request, exc: SweepNotFound) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=404)
+    @app.exception_handler(AfpbenchError)
+    async def _known(_request: Request, exc: AfpbenchError) -> JSONResponse:
+        # The one mapping of known failures: each error class carries its HTTP status; a 422 has the
+        # same {loc, msg, type} list shape as FastAPI's own validation errors.
+        if exc.http_status == 422:
+            kind = "".join(f"_{c.lower()}" if c.isupper() else c for c in type(exc).__name__).lstrip("_")
+            return JSONResponse({"detail": [{"loc": ["body"], "msg": str(exc), "type": kind}]}, status_code=422)
+        return JSONResponse({"detail": str(exc)}, status_code=exc.http_status)
 
     @app.exception_handler(DataError)
     async def _unstorable(_request: Request, _exc: DataError) -> JSONResponse:

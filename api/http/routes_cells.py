@@ -9,7 +9,7 @@ from sqlalchemy import func, or_
 from sqlmodel import select
 
 from afpbench.api.http.deps import Authorized, CellId, Limit, Offset, SessionDep, not_found
-from afpbench.api.http.schemas import CellPage, CellSummary
+from afpbench.api.http.schemas import CellPage, CellSummary, RunRecord
 from afpbench.scoring.states import ResultState
 from afpbench.workers.results.records import run_record
 from afpbench.workers.store.models import Cell, Phase, Sweep
@@ -61,8 +61,8 @@ def list_cells(
     return CellPage(total=total, limit=limit, offset=offset, items=[_summary(c) for c in rows])
 
 
-@router.get("/cells/{cell_id}", responses={404: {"description": "unknown cell"}})
-def get_cell(cell_id: CellId, session: SessionDep) -> dict[str, Any]:
+@router.get("/cells/{cell_id}", response_model=RunRecord, responses={404: {"description": "unknown cell"}})
+def get_cell(cell_id: CellId, session: SessionDep) -> RunRecord:
     """The full run record: every attempt with its HTTP rounds (no secrets), judgements, results,
     adjudications and provenance; simulated output is labelled simulated."""
     if session.get(Cell, cell_id) is None:

@@ -15,13 +15,15 @@ from afpbench.api.http.schemas import (
     SweepCreated,
     SweepDetail,
     SweepPage,
+    SweepReport,
     SweepResumed,
     SweepSummary,
 )
 from afpbench.api.report import render_report
 from afpbench.fixtures.loader import FixtureError
 from afpbench.reference.loader import ReferenceFileError
-from afpbench.workers.providers.preflight import PreflightError
+from afpbench.workers.cells.finish import aggregate_now
+from afpbench.workers.errors import PreflightError
 from afpbench.workers.results import aggregation
 from afpbench.workers.store.models import Cell, Sweep, SweepStatus
 from afpbench.workers.sweeps import runs
@@ -127,7 +129,8 @@ def resume_sweep(sweep_id: str) -> SweepResumed:
 
 
 @router.get("/{sweep_id}/report", response_class=Response,
-            responses={200: {"content": {m: {} for m in REPORT_MEDIA.values()}},
+            responses={200: {"model": SweepReport, "content": {m: {} for m in REPORT_MEDIA.values()},
+                             "description": "format=json: the SweepReport; md and html render it"},
                        404: {"description": "unknown sweep"}})
 def sweep_report(
     sweep_id: str,
@@ -139,7 +142,7 @@ def sweep_report(
     summary = aggregation.stored_summary(sweep_id)
     if summary is None:
         if runs.progress(sweep_id).finished:
-            summary = aggregation.aggregate_sweep(sweep_id)
+            summary = aggregate_now(sweep_id, "http-report")
         else:
             summary = aggregation.snapshot(sweep_id, interim=True)
     return Response(render_report(summary, report_format.value), media_type=REPORT_MEDIA[report_format])

@@ -16,9 +16,12 @@ from contextlib import ExitStack
 
 from sqlmodel import select
 
-from afpbench.workers.cells.completion import claim_aggregate, open_cells
+from afpbench.workers.cells.completion import open_cells
 from afpbench.workers.cells.dispatch import release
+from afpbench.workers.cells.finish import finish_if_done
+from afpbench.workers.embedded import embedded_worker
 from afpbench.workers.settings import Settings
+from afpbench.workers.sim.local import needs_local_sim, start_local_sim
 from afpbench.workers.store.db import session_scope
 from afpbench.workers.store.models import Sweep, SweepStatus
 from afpbench.workers.sweeps.spec import SweepSpec
@@ -28,8 +31,6 @@ log = logging.getLogger("afpbench.serve")
 
 def top_up_running_sweeps(claimer: str = "serve") -> int:
     """Release more cells of every running sweep; claim and enqueue aggregation for finished ones."""
-    from afpbench.workers.tasks import aggregate
-
     with session_scope() as session:
         running = list(session.exec(select(Sweep.id).where(Sweep.status == SweepStatus.running)))
     released = 0
@@ -38,13 +39,9 @@ def top_up_running_sweeps(claimer: str = "serve") -> int:
             unfinished = open_cells(session, sweep_id)
         if unfinished:
             released += release(sweep_id)
-        elif claim_aggregate(sweep_id, claimer):
-            aggregate.apply_async(args=[sweep_id], queue="aggregate")
+        else:
+            finish_if_done(sweep_id, claimer)
     return released
-
-
-def needs_local_sim(spec: SweepSpec) -> bool:
-    return any(m.provider == "sim" and not m.base_url for m in [*spec.models, *spec.judges])
 
 
 class Runtime:
@@ -62,8 +59,6 @@ class Runtime:
         if not self.enabled:
             return
         if self.settings.embedded:
-            from afpbench.workers.embedded import embedded_worker
-
             self._stack.enter_context(embedded_worker(self.settings.embedded_threads))
         self._stop.clear()
         self._thread = threading.Thread(target=self._top_up_loop, name="afpbench-top-up", daemon=True)
@@ -79,31 +74,12 @@ class Runtime:
 
     def prepare_for(self, spec: SweepSpec) -> None:
         """Start the local sim once, before preflight, when the spec has a sim model without base_url."""
-        if not self.enabled or not needs_local_sim(spec):
+        if not self.enabled or not needs_local_sim([*spec.models, *spec.judges]):
             return
         with self._sim_lock:
             if not self._sim_started:
-                self._start_local_sim()
+                start_local_sim(self._stack, self.settings)
                 self._sim_started = True
-
-    def _start_local_sim(self) -> None:
-        # Same rule as `afpbench run` (api/cli.py): embedded -> a private sim on a free port; distributed ->
-        # a sim at AFP_SIM_URL, which workers on this machine reach, unless one already listens there.
-        from urllib.parse import urlparse
-
-        from afpbench.workers.sim.server import FaultConfig, SimConfig, SimServer
-
-        config = SimConfig(faults=FaultConfig())
-        if self.settings.embedded:
-            server = self._stack.enter_context(SimServer(config).start())
-            self.settings.sim_url = server.base_url
-            log.info("simulated model server on %s", server.base_url)
-            return
-        parsed = urlparse(self.settings.sim_url)
-        try:
-            self._stack.enter_context(SimServer(config, parsed.hostname, parsed.port).start())
-        except OSError:
-            log.info("using the simulated model server already listening at %s", self.settings.sim_url)
 
     def _top_up_loop(self) -> None:
         while not self._stop.wait(self.top_up_every_s):

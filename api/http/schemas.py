@@ -1,4 +1,6 @@
-"""Request and response bodies of the HTTP API (the sweep spec itself is workers.spec.SweepSpec)."""
+"""Request and response bodies of the HTTP API (the sweep spec itself is workers.sweeps.spec.SweepSpec, one
+cell's run record is workers.results.record_model.RunRecord, and the sweep report's JSON is
+workers.results.summary.SweepSummary, documented here as SweepReport)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from afpbench.fixtures.schema import DIMENSIONS, FatalCriterionId
 from afpbench.scoring.states import ResultState
+from afpbench.workers.results.record_model import RunRecord as RunRecord  # the body of GET /cells/{cell_id}
+from afpbench.workers.results.summary import SweepSummary as SweepAggregate
 
 MAX_PAGE = 500
 Score = Annotated[int, Field(ge=0, le=2)]
@@ -119,6 +123,11 @@ class DecisionRecorded(BaseModel):
     state: str
     adjudication_id: int | None
     scoring_run: int
+
+
+class SweepReport(SweepAggregate):
+    """GET /sweeps/{sweep_id}/report?format=json: the sweep's summary (workers.results.summary.SweepSummary;
+    its own name is taken here by the sweep list's item)."""
 
 
 class Health(BaseModel):

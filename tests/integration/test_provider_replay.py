@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from afpbench.workers.providers.base import ChatRequest, Endpoint, OutcomeClass
 from afpbench.workers.providers.registry import adapter_for
 from afpbench.workers.providers.transport import close_thread_sessions, session_for
+from afpbench.workers.providers.types import ChatRequest, Endpoint, OutcomeClass
 
 SAMPLES_DIR = Path(
     os.environ.get("AFP_PROVIDER_SAMPLES")

@@ -222,8 +222,8 @@ class _EchoingModelsHandler(fs.Handler):
 
 def test_a_key_with_a_line_break_is_a_config_error_that_does_not_quote_the_key(monkeypatch):
     """requests quotes a bad header value in its error; the adapter must not store that message."""
-    from afpbench.workers.providers.base import ChatRequest, Endpoint
     from afpbench.workers.providers.registry import adapter_for
+    from afpbench.workers.providers.types import ChatRequest, Endpoint
 
     monkeypatch.setenv("AFP_CANARY_NEWLINE", KEY_PLAIN + "\n")
     endpoint = Endpoint("openai-compatible", "m", "http://127.0.0.1:9/v1", "AFP_CANARY_NEWLINE")

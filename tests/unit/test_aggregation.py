@@ -6,13 +6,24 @@ import pytest
 from scipy.stats import beta
 from sqlmodel import func, select
 
-from afpbench.workers.results.aggregation import PENDING_READING, aggregate_sweep, snapshot
+from afpbench.workers.cells.finish import aggregate_now
+from afpbench.workers.results import aggregation
+from afpbench.workers.results.aggregation import PENDING_READING
 from afpbench.workers.store.db import session_scope
 from afpbench.workers.store.models import Aggregate, Attempt, Result, SweepStatus
 from afpbench.workers.sweeps.spec import parse_spec
 from tests.unit.sweep_builder import CellMaker, make_sweep
 
 PASS, FAIL = "MODEL_PASS", "MODEL_FAIL"
+
+
+def aggregate_sweep(sweep_id: str) -> dict:
+    """The summary as stored (SweepSummary.model_dump(mode="json")): the shape every assertion reads."""
+    return aggregation.aggregate_sweep(sweep_id).model_dump(mode="json")
+
+
+def snapshot(sweep_id: str, interim: bool | None = True) -> dict:
+    return aggregation.snapshot(sweep_id, interim=interim).model_dump(mode="json")
 
 
 @pytest.fixture
@@ -227,12 +238,13 @@ def test_running_sweep_is_not_claimed_and_snapshot_is_interim(db):
 
 
 def test_finished_sweep_without_claim_is_claimed_and_stored(db):
-    """A sweep whose cells are all done gets its one Aggregate row and reads complete, not interim."""
+    """A sweep whose cells are all done gets its one Aggregate row and reads complete, not interim.
+    aggregate_now (the `aggregate` command, the report route) claims it first, then stores the summary."""
     with session_scope() as s:
         cells = CellMaker(s, make_sweep(s, "fin", status=SweepStatus.running))
         cells.add("A", "P01", PASS)
         cells.add("A", "P01", FAIL)
-    summary = aggregate_sweep("fin")
+    summary = aggregate_now("fin", "test").model_dump(mode="json")
     assert summary["complete"] is True and summary["interim"] is False
     with session_scope() as s:
         assert s.get(Aggregate, "fin").summary["totals"]["n"] == 2

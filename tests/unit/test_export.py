@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 from afpbench.api import cli_report
 from afpbench.api.report import render_report
 from afpbench.reference.loader import protocol
-from afpbench.workers.results.export import ExportError, export_bundle
+from afpbench.workers.errors import ExportError
+from afpbench.workers.results.export import export_bundle
 from afpbench.workers.results.records import run_record
 from afpbench.workers.store.db import session_scope
 from afpbench.workers.sweeps.inputs import load_inputs
@@ -128,7 +129,7 @@ def test_run_record_has_every_protocol_field_and_masks_keys_in_export(db, tmp_pa
         cells = CellMaker(s, make_sweep(s, "key", spec=spec, inputs=demo_inputs))
         cid = cells.add("A", "P01", "MODEL_PASS", output_text="echo sk-live-secret-value-123456 back")
     with session_scope() as s:
-        record = run_record(s, cid)
+        record = run_record(s, cid).model_dump(mode="json")
     missing = [f for f in protocol()["run_record"] if f not in record]
     assert missing == []
     assert record["model_name"] == "gpt-x" and record["result_state"] == "MODEL_PASS"

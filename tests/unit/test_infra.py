@@ -19,9 +19,9 @@ import yaml
 
 from afpbench.api import cli
 from afpbench.workers.celery_app import QUEUES
+from afpbench.workers.providers.families import PROVIDERS
 from afpbench.workers.settings import Settings
 from afpbench.workers.store.models import Phase
-from afpbench.workers.sweeps.spec import PROVIDER_FAMILIES
 
 REPO = Path(__file__).resolve().parents[2]
 INFRA = REPO / "infra"
@@ -242,7 +242,8 @@ def test_keda_scales_existing_exec_deployments_on_their_queue_and_on_unfinished_
                 assert ref["key"] in SECRETS[ref["name"]]["stringData"]
             if trigger["type"] == "redis":
                 assert trigger["metadata"]["listName"] in worker_queues
-    for family in {f for f in PROVIDER_FAMILIES.values()}:
+    families = {name: p.family for name, p in PROVIDERS.items()}
+    for family in set(families.values()):
         scaled = targets[f"exec-{family}"]
         by_type = {t["type"]: t["metadata"] for t in scaled["spec"]["triggers"]}
         assert by_type["redis"]["listName"] == f"exec.{family}"
@@ -250,7 +251,7 @@ def test_keda_scales_existing_exec_deployments_on_their_queue_and_on_unfinished_
         phases = set(re.search(r"phase IN \(([^)]*)\)", query)[1].replace("'", "").replace(" ", "").split(","))
         assert phases == {Phase.pending.value, Phase.queued.value}
         providers = set(re.search(r"provider IN \(([^)]*)\)", query)[1].replace("'", "").replace(" ", "").split(","))
-        assert providers == {p for p, f in PROVIDER_FAMILIES.items() if f == family}
+        assert providers == {p for p, f in families.items() if f == family}
 
 
 def test_every_referenced_configmap_and_secret_exists_and_keda_secrets_stay_out_of_pods():
@@ -271,12 +272,36 @@ def test_kustomization_lists_existing_files_but_never_the_secret_template():
     assert "secret.example.yaml" not in resources
 
 
-def test_dockerfile_builds_a_non_root_image_whose_entrypoint_is_afpbench():
+def dockerfile_stages() -> list[tuple[str | None, str]]:
+    """(stage name, text) per FROM of infra/Dockerfile, in order."""
     text = (INFRA / "Dockerfile").read_text()
-    assert re.search(r"^FROM python:3\.11-slim\s*$", text, re.M)
-    assert re.search(r"^RUN pip install \.", text, re.M)
-    user = re.findall(r"^USER (\S+)", text, re.M)
+    parts = re.split(r"^(?=FROM )", text, flags=re.M)[1:]
+    return [(m[1] if (m := re.match(r"FROM \S+(?: AS (\S+))?", p, re.I)) else None, p) for p in parts]
+
+
+def test_dockerfile_builds_a_non_root_image_whose_entrypoint_is_afpbench():
+    stages = dockerfile_stages()
+    final = stages[-1][1]
+    assert re.search(r"^FROM python:3\.11-slim\s*$", final, re.M)
+    user = re.findall(r"^USER (\S+)", final, re.M)
     assert user and user[-1] not in ("root", "0")
-    assert re.search(r'^ENTRYPOINT \["afpbench"\]', text, re.M)
-    for source in re.findall(r"^COPY (.+) \S+$", text, re.M):
-        assert all((REPO / s).exists() for s in source.split()), source
+    assert re.search(r'^ENTRYPOINT \["afpbench"\]', final, re.M)
+    for _, stage in stages:  # what is copied from the build context exists (copies between stages aside)
+        for source in re.findall(r"^COPY (?!--from=)(.+) \S+$", stage, re.M):
+            assert all((REPO / s).exists() for s in source.split()), source
+
+
+def test_dockerfile_installs_the_built_wheel_never_the_source_tree():
+    """The image runs the artifact tests/packaging checks: a wheel built in one stage, installed in the
+    final one; never `pip install .` (or -e) of the sources."""
+    stages = dockerfile_stages()
+    text = (INFRA / "Dockerfile").read_text()
+    assert not re.search(r"^RUN\b.*\bpip install\b(?:\s+-\S+)*\s+(?:\.|-e\b|--editable\b)", text, re.M)
+    builders = [name for name, stage in stages[:-1] if re.search(r"^RUN\b.*\bpip wheel\b.*--no-deps", stage, re.M)]
+    assert builders, "no stage builds the wheel (`pip wheel --no-deps ... .`)"
+    final = stages[-1][1]
+    assert re.search(rf"^COPY --from=({'|'.join(map(re.escape, filter(None, builders)))}) ", final, re.M), (
+        "the final stage does not copy the wheel from the stage that built it"
+    )
+    assert re.search(r"^RUN\b.*\bpip install\b\s+\S*afpbench-\*\.whl", final, re.M)
+    assert "COPY api" not in final and "COPY workers" not in final, "the final stage must not hold the sources"

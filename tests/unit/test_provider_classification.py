@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from afpbench.workers.providers.base import ChatRequest, Endpoint, MissingKey, OutcomeClass
+from afpbench.workers.errors import MissingKey, UnknownProvider
 from afpbench.workers.providers.classify import parse_duration, retry_after_from
-from afpbench.workers.providers.registry import UnknownProvider, adapter_for, key_for
+from afpbench.workers.providers.registry import adapter_for
+from afpbench.workers.providers.types import ChatRequest, Endpoint, OutcomeClass, key_for
 
 SAMPLES_DIR = Path(
     os.environ.get("AFP_PROVIDER_SAMPLES")

@@ -11,7 +11,8 @@ from collections import Counter
 
 import pytest
 
-from afpbench.workers.sim.canned import FALLBACK_TEXT, PLAIN_TEXT, CannedFileError, load_canned, parse_canned
+from afpbench.workers.errors import CannedFileError
+from afpbench.workers.sim.canned import FALLBACK_TEXT, PLAIN_TEXT, load_canned, parse_canned
 from afpbench.workers.sim.engine import STYLE_ODDS, SimEngine, conversation_key
 from afpbench.workers.sim.faults import Fault, FaultConfig, FaultInjector, TokenBucket, draw_fault, retry_after_value
 

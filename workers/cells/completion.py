@@ -1,6 +1,5 @@
-"""Completion is a database fact: the task that finishes the last cell claims the sweep's aggregate
-row (primary key = sweep id, so exactly one claim can succeed) and enqueues the aggregation.
-The reconciler calls the same function as a backstop."""
+"""Completion is a database fact: whoever sees the last cell done claims the sweep's aggregate row
+(primary key = sweep id, so exactly one claim can succeed). finish.py turns the claim into a summary."""
 
 from __future__ import annotations
 
@@ -27,6 +26,11 @@ def any_open(session, sweep_id: str) -> bool:
     return session.execute(q).first() is not None  # an ORM session or a Core connection
 
 
+def sweep_of_cell(cell_id: int) -> str:
+    with session_scope() as session:
+        return session.exec(select(Cell.sweep_id).where(Cell.id == cell_id)).one()
+
+
 def claim_aggregate(sweep_id: str, worker: str) -> bool:
     """True for exactly one caller once every cell of the sweep is done."""
     with transaction() as conn:
@@ -43,3 +47,4 @@ def claim_aggregate(sweep_id: str, worker: str) -> bool:
     except IntegrityError:
         return False
     return True
+

@@ -16,11 +16,12 @@ import time
 from sqlalchemy import func, update
 from sqlmodel import select
 
+from afpbench.workers.celery_app import EXECUTE, SCORE, publish
+from afpbench.workers.providers.families import exec_queue, provider
 from afpbench.workers.store.db import session_scope
 from afpbench.workers.store.models import Cell, Phase, Sweep, SweepStatus, utcnow
-from afpbench.workers.sweeps.coordinator import queue_for
 from afpbench.workers.sweeps.inputs import inputs_for
-from afpbench.workers.sweeps.spec import PROVIDER_FAMILIES, ModelSpec
+from afpbench.workers.sweeps.spec import ModelSpec
 
 DEFAULT_WINDOW = 1000  # models without a declared request rate
 WINDOW_SECONDS = 10.0
@@ -34,26 +35,8 @@ def window_for(model: ModelSpec) -> int:
     return max(1, paced + limits.burst + (limits.max_in_flight or 0))
 
 
-def publish(messages: list[tuple[object, list, str]]) -> None:
-    """Send (task, args, queue) messages on one producer, pipelined: on Redis, kombu's publish batch
-    sends up to a thousand LPUSHes per round trip (one connection, no per-message client). A 100,000-cell
-    release took about 3 ms a message one by one."""
-    from afpbench.workers.celery_app import app
-
-    declared: set[str] = set()
-    with app.producer_or_acquire() as producer, producer.batch(max_size=1000):
-        for task, args, queue in messages:
-            # The first message to a queue declares it (binds it to the exchange, so a release before any
-            # worker started is not dropped); the rest skip the per-message declare bookkeeping.
-            extra = {} if queue not in declared else {"declare": []}
-            declared.add(queue)
-            task.apply_async(args=args, queue=queue, producer=producer, **extra)
-
-
 def _send(cells: list[tuple[int, str]]) -> None:
-    from afpbench.workers.tasks import execute
-
-    publish([(execute, [cell_id], queue_for(PROVIDER_FAMILIES[provider])) for cell_id, provider in cells])
+    publish([(EXECUTE, [cell_id], exec_queue(provider(name).family)) for cell_id, name in cells])
 
 
 def release(sweep_id: str) -> int:
@@ -117,11 +100,9 @@ def top_up(sweep_id: str, every_s: float = 1.0) -> int:
 
 def resend(cells: list[tuple[int, str, str]]) -> int:
     """Send again the messages of cells that may have been lost (duplicates are harmless)."""
-    from afpbench.workers.tasks import execute, score
-
     publish([
-        (score, [cell_id], "score") if phase in (Phase.awaiting_score, Phase.scoring)
-        else (execute, [cell_id], queue_for(PROVIDER_FAMILIES[provider]))
-        for cell_id, provider, phase in cells
+        (SCORE, [cell_id], "score") if phase in (Phase.awaiting_score, Phase.scoring)
+        else (EXECUTE, [cell_id], exec_queue(provider(name).family))
+        for cell_id, name, phase in cells
     ])
     return len(cells)

@@ -12,15 +12,15 @@ from datetime import timedelta
 from sqlalchemy import update
 from sqlmodel import select
 
-from afpbench.workers.cells.completion import claim_aggregate
 from afpbench.workers.cells.dispatch import release, resend
+from afpbench.workers.cells.finish import finish_if_done, resend_aggregate
 from afpbench.workers.settings import get_settings
 from afpbench.workers.store.db import session_scope
 from afpbench.workers.store.models import Aggregate, Cell, Phase, Sweep, SweepStatus, utcnow
 
 
 def _stale_threshold() -> timedelta:
-    # Reliability fix: was a fixed 10 minutes; AFP_RECONCILE_STALE_S (default 600) sets it.
+    # How long a cell may sit in a non-terminal phase before it counts as lost (AFP_RECONCILE_STALE_S).
     return timedelta(seconds=get_settings().reconcile_stale_s)
 
 
@@ -43,7 +43,7 @@ def stuck_cells(sweep_id: str, older_than: timedelta) -> list[tuple[int, str, st
 
 
 def expire_overlong_leases(sweep_id: str) -> int:
-    """Reliability fix: no lease outlives AFP_LEASE_EXPIRY_S from its claim, whatever its holder asked
+    """No lease outlives AFP_LEASE_EXPIRY_S from its claim, whatever its holder asked
     for (the scorer takes 15 minutes). A worker killed while scoring would otherwise hold its cell that
     long; a live holder cannot need more, since the hard time limit is shorter than the lease expiry.
     The claim time is `updated_at`, which both claims set and nothing changes while the lease is held."""
@@ -63,7 +63,7 @@ def expire_overlong_leases(sweep_id: str) -> int:
 
 
 def _mark_resent(cells: list[tuple[int, str, str]], older_than: timedelta) -> list[tuple[int, str, str]]:
-    """Reliability fix: stamp the cells being re-sent (updated_at = now) so the next pass does not send
+    """Stamp the cells being re-sent (updated_at = now) so the next pass does not send
     them again before another stale period. Without it every beat re-sent every cell still waiting in a
     long queue, and the copies piled up faster than the workers could drain them."""
     if not cells:
@@ -83,10 +83,7 @@ def reconcile_sweep(sweep_id: str, older_than: timedelta | None = None) -> int:
     expire_overlong_leases(sweep_id)
     sent = resend(_mark_resent(stuck_cells(sweep_id, older_than), older_than))
     sent += release(sweep_id)
-    if claim_aggregate(sweep_id, "reconciler"):
-        from afpbench.workers.tasks import aggregate
-
-        aggregate.apply_async(args=[sweep_id], queue="aggregate")
+    finish_if_done(sweep_id, "reconciler")
     return sent
 
 
@@ -107,12 +104,10 @@ def reconcile_sweeps(sweep_id: str | None = None, older_than: timedelta | None =
             q = select(Sweep.id).where(Sweep.id == sweep_id)
         ids = list(session.exec(q))
     sent = sum(reconcile_sweep(s, older_than) for s in ids)
-    # Reliability fix: a claimed aggregate whose message was lost was never computed; send it again
-    # (aggregation overwrites the sweep's one row, so a duplicate is harmless).
-    from afpbench.workers.tasks import aggregate
-
+    # A claimed aggregate whose message was lost was never computed; send it again (aggregation
+    # overwrites the sweep's one row, so a duplicate is harmless).
     for s in unfinished_aggregates(older_than):
         if sweep_id in (None, s):
-            aggregate.apply_async(args=[s], queue="aggregate")
+            resend_aggregate(s)
             sent += 1
     return sent

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from afpbench.scoring.states import ResultState
-from afpbench.workers.providers.base import OutcomeClass
+from afpbench.workers.providers.types import OutcomeClass
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,9 @@ from sqlmodel import select
 
 from afpbench.scoring.states import ResultState
 from afpbench.scoring.verdict import HumanDecision, PassRule, apply_human_decision
-from afpbench.workers.grading.scorer import _score, next_scoring_run, write_result
+from afpbench.workers.errors import AdjudicationError
+from afpbench.workers.grading.scorer import next_scoring_run, score_answer, write_result
+from afpbench.workers.results.aggregation import aggregate_sweep
 from afpbench.workers.store.db import session_scope
 from afpbench.workers.store.models import Adjudication, Aggregate, Cell, Phase, Result, Sweep
 from afpbench.workers.sweeps.inputs import inputs_for_sweep
@@ -24,10 +26,6 @@ RESCORABLE_EXCLUDED = {
     ResultState.INFRA_ERROR.value,
     ResultState.INVALID_TEST.value,
 }
-
-
-class AdjudicationError(ValueError):
-    pass
 
 
 def list_disputes(sweep_id: str | None = None) -> list[dict]:
@@ -98,8 +96,6 @@ def decide(
             "scoring_run": run,
         }
     if aggregated:  # keep the published summary in step with the decision
-        from afpbench.workers.results.aggregation import aggregate_sweep
-
         aggregate_sweep(cell.sweep_id)
     return out
 
@@ -120,7 +116,7 @@ def history(cell_id: int) -> dict:
 
 def rescore_cell(cell_id: int, judges: list[ModelSpec] | None = None) -> str:
     with session_scope() as session:
-        verdict, details, run = _score(session, cell_id, judges)
+        verdict, details, run = score_answer(session, cell_id, judges)
         details["rescore"] = True
         write_result(session, cell_id, run, verdict, details)
         return verdict.state.value

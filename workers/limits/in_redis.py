@@ -11,7 +11,7 @@ import uuid
 
 import redis
 
-from afpbench.workers.limits.limiter import Grant, Limiter
+from afpbench.workers.limits.base import Grant, Limiter
 from afpbench.workers.sweeps.spec import Limits
 
 _ACQUIRE = """

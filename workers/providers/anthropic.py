@@ -11,17 +11,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from afpbench.workers.providers.base import (
-    Adapter,
-    AdapterResult,
-    ChatRequest,
-    Endpoint,
-    OutcomeClass,
-    PreparedCall,
-    ToolCall,
-    Usage,
-    key_for,
-)
+from afpbench.workers.providers.base import Adapter
 from afpbench.workers.providers.classify import (
     assemble,
     body_snippet,
@@ -31,8 +21,18 @@ from afpbench.workers.providers.classify import (
     normalize_headers,
     status_class,
 )
+from afpbench.workers.providers.types import (
+    AdapterResult,
+    ChatRequest,
+    Endpoint,
+    OutcomeClass,
+    PreparedCall,
+    ToolCall,
+    Usage,
+    base_url_of,
+    key_for,
+)
 
-DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 1024
 _RESERVED = frozenset({"model", "messages", "system", "tools", "stream"})
@@ -109,7 +109,7 @@ class AnthropicAdapter(Adapter):
 
     def build(self, endpoint: Endpoint, request: ChatRequest) -> PreparedCall:
         key = key_for(endpoint)
-        base = (endpoint.base_url or DEFAULT_BASE_URL).rstrip("/")
+        base = base_url_of(endpoint)
         url = base + ("/messages" if base.endswith("/v1") else "/v1/messages")
         headers = {
             "Content-Type": "application/json",

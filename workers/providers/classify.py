@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from afpbench.workers.providers.base import AdapterResult, OutcomeClass, ToolCall, Usage
+from afpbench.workers.providers.types import AdapterResult, OutcomeClass, ToolCall, Usage
 from afpbench.workers.redact import mask_known, mask_secrets, scrub_headers
 
 ERROR_LINE_MAX = 200
@@ -100,7 +100,7 @@ def error_line(status: int | None, code: Any, message: Any, secrets: Iterable[st
 
 
 def body_snippet(body_text: str, limit: int = 120, secrets: Iterable[str] = ()) -> str:
-    # Security fix: mask before cutting; cutting first can leave a key prefix no mask recognises.
+    # Mask before cutting; cutting first can leave a key prefix no mask recognises.
     return " ".join(mask_secrets(body_text, secrets)[:limit].split())
 
 
@@ -215,7 +215,7 @@ def assemble(
 ) -> AdapterResult:
     """Build the AdapterResult with masking applied in one place.
 
-    Security fix: every field that is stored comes from the response, and a server may echo the key
+    Every field that is stored comes from the response, and a server may echo the key
     into any of them (kept headers, request id, model name, finish reason, tool-call arguments), not
     only into the body and text; all of them are masked here. Model-authored fields (text, tool calls)
     get the known values only, so key-shaped strings the model legitimately wrote stay verbatim."""

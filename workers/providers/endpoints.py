@@ -1,18 +1,12 @@
-"""From a model in the spec to the Endpoint an adapter calls (default base URLs live here)."""
+"""From a model in the spec to the Endpoint an adapter calls (default base URLs: families.py)."""
 
 from __future__ import annotations
 
-from afpbench.workers.providers.base import Endpoint
+from afpbench.workers.errors import SpecError
+from afpbench.workers.providers.families import provider
+from afpbench.workers.providers.types import Endpoint
 from afpbench.workers.settings import get_settings
 from afpbench.workers.sweeps.spec import ModelSpec
-
-DEFAULT_BASE_URLS = {
-    "openai": "https://api.openai.com/v1",
-    "openrouter": "https://openrouter.ai/api/v1",
-    "ollama": "http://127.0.0.1:11434/v1",
-    "anthropic": "https://api.anthropic.com",
-    "gemini": "https://generativelanguage.googleapis.com",
-}
 
 
 def base_url_for(model: ModelSpec) -> str:
@@ -20,9 +14,10 @@ def base_url_for(model: ModelSpec) -> str:
         return model.base_url
     if model.provider == "sim":
         return get_settings().sim_url
-    if model.provider in DEFAULT_BASE_URLS:
-        return DEFAULT_BASE_URLS[model.provider]
-    raise ValueError(f"model {model.display}: provider {model.provider!r} needs a base_url")
+    default = provider(model.provider).default_base_url
+    if default:
+        return default
+    raise SpecError(f"model {model.display}: provider {model.provider!r} needs a base_url")
 
 
 def endpoint_for(model: ModelSpec) -> Endpoint:

@@ -10,17 +10,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from afpbench.workers.providers.base import (
-    Adapter,
-    AdapterResult,
-    ChatRequest,
-    Endpoint,
-    OutcomeClass,
-    PreparedCall,
-    ToolCall,
-    Usage,
-    key_for,
-)
+from afpbench.workers.providers.base import Adapter
 from afpbench.workers.providers.classify import (
     assemble,
     body_snippet,
@@ -31,8 +21,18 @@ from afpbench.workers.providers.classify import (
     parse_duration,
     status_class,
 )
+from afpbench.workers.providers.types import (
+    AdapterResult,
+    ChatRequest,
+    Endpoint,
+    OutcomeClass,
+    PreparedCall,
+    ToolCall,
+    Usage,
+    base_url_of,
+    key_for,
+)
 
-DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
 _TOP_LEVEL = frozenset({"safetySettings", "toolConfig", "cachedContent", "labels"})
 # Neutral/OpenAI-style parameter names accepted for convenience, mapped into generationConfig.
 _ALIASES = {"max_tokens": "maxOutputTokens", "top_p": "topP", "top_k": "topK", "stop": "stopSequences"}
@@ -131,7 +131,7 @@ class GeminiAdapter(Adapter):
 
     def build(self, endpoint: Endpoint, request: ChatRequest) -> PreparedCall:
         key = key_for(endpoint)
-        base = (endpoint.base_url or DEFAULT_BASE_URL).rstrip("/")
+        base = base_url_of(endpoint)
         model = endpoint.model.removeprefix("models/")
         prefix = base if base.endswith("/v1beta") else base + "/v1beta"
         url = f"{prefix}/models/{model}:generateContent"

@@ -10,17 +10,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from afpbench.workers.providers.base import (
-    Adapter,
-    AdapterResult,
-    ChatRequest,
-    Endpoint,
-    OutcomeClass,
-    PreparedCall,
-    ToolCall,
-    Usage,
-    key_for,
-)
+from afpbench.workers.providers.base import Adapter
 from afpbench.workers.providers.classify import (
     assemble,
     body_snippet,
@@ -31,8 +21,18 @@ from afpbench.workers.providers.classify import (
     status_class,
     tool_call_from_raw,
 )
+from afpbench.workers.providers.types import (
+    AdapterResult,
+    ChatRequest,
+    Endpoint,
+    OutcomeClass,
+    PreparedCall,
+    ToolCall,
+    Usage,
+    base_url_of,
+    key_for,
+)
 
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
 # Body keys the adapter owns; endpoint params cannot override them.
 _RESERVED = frozenset({"model", "messages", "tools", "stream"})
 _REASONING_KEYS = ("reasoning_effort", "reasoning", "thinking", "enable_thinking")
@@ -118,13 +118,12 @@ def _usage(body: dict) -> Usage:
 class OpenAICompatAdapter(Adapter):
     name = "openai-compatible"
 
-    def __init__(self, auth_header: str = "Authorization", default_base_url: str = DEFAULT_BASE_URL):
+    def __init__(self, auth_header: str = "Authorization"):
         self.auth_header = auth_header
-        self.default_base_url = default_base_url
 
     def build(self, endpoint: Endpoint, request: ChatRequest) -> PreparedCall:
         key = key_for(endpoint)
-        base = (endpoint.base_url or self.default_base_url).rstrip("/")
+        base = base_url_of(endpoint)
         url = base if base.endswith("/chat/completions") else base + "/chat/completions"
         headers = {"Content-Type": "application/json", **request.extra_headers}
         if key is not None:

@@ -8,14 +8,11 @@ from __future__ import annotations
 
 import requests
 
-from afpbench.workers.providers.base import MissingKey, key_for, key_for_quiet
+from afpbench.workers.errors import MissingKey, PreflightError
 from afpbench.workers.providers.endpoints import endpoint_for
+from afpbench.workers.providers.types import key_for, key_for_quiet
 from afpbench.workers.redact import mask_secrets
 from afpbench.workers.sweeps.spec import ModelSpec
-
-
-class PreflightError(RuntimeError):
-    pass
 
 
 def _probe(model: ModelSpec) -> tuple[str, dict[str, str]]:
@@ -48,7 +45,7 @@ def preflight(model: ModelSpec, timeout_s: float = 10.0) -> None:
     except requests.RequestException as exc:
         reason = type(exc).__name__
         raise PreflightError(f"model {model.display}: endpoint {url} unreachable ({reason})") from None
-    # Security fix: the bare key too, not only the header value ("Bearer <key>"): a server may echo the
+    # The bare key too, not only the header value ("Bearer <key>"): a server may echo the
     # key alone, and a key with no recognisable shape is then caught by nothing else.
     secrets = [v for v in (*headers.values(), key_for_quiet(endpoint_for(model))) if v]
     # Mask first, then cut: a key cut in half is recognised by no mask. The 64 KB window bounds the work.

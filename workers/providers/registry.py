@@ -1,43 +1,33 @@
-"""Provider name -> adapter. Names come from sweep configs, so unknown names fail loudly."""
+"""Provider name -> adapter (one adapter object per wire family; names come from the family table)."""
 
 from __future__ import annotations
 
 from afpbench.workers.providers.anthropic import AnthropicAdapter
-from afpbench.workers.providers.base import Adapter, MissingKey, key_for
+from afpbench.workers.providers.base import Adapter
+from afpbench.workers.providers.families import PROVIDERS, provider
 from afpbench.workers.providers.gemini import GeminiAdapter
 from afpbench.workers.providers.openai_compat import OpenAICompatAdapter
 
-__all__ = ["UnknownProvider", "MissingKey", "adapter_for", "key_for", "known_providers"]
+
+def _wire(family: str) -> str:
+    return "openai" if family == "sim" else family  # the simulated provider speaks Chat Completions
 
 
-class UnknownProvider(ValueError):
-    """A provider name with no adapter."""
+def _adapter(wire: str, auth_header: str) -> Adapter:
+    if wire == "anthropic":
+        return AnthropicAdapter()
+    if wire == "gemini":
+        return GeminiAdapter()
+    return OpenAICompatAdapter(auth_header=auth_header)
 
 
-_OPENAI = OpenAICompatAdapter()
-_ADAPTERS: dict[str, Adapter] = {
-    "openai": _OPENAI,
-    "openai-compatible": _OPENAI,
-    "vllm": _OPENAI,
-    "ollama": _OPENAI,
-    "openrouter": _OPENAI,
-    "groq": _OPENAI,
-    "sim": _OPENAI,  # the simulated provider speaks Chat Completions; its output is labelled simulated
-    "azure-openai": OpenAICompatAdapter(auth_header="api-key"),  # Azure v1 API: {resource}/openai/v1
-    "anthropic": AnthropicAdapter(),
-    "gemini": GeminiAdapter(),
-}
+# Adapters are stateless and shared: one per (wire protocol, auth header).
+_BY_SHAPE: dict[tuple[str, str], Adapter] = {}
+for _p in PROVIDERS.values():
+    _BY_SHAPE.setdefault((_wire(_p.family), _p.auth_header), _adapter(_wire(_p.family), _p.auth_header))
 
 
-def known_providers() -> list[str]:
-    return sorted(_ADAPTERS)
-
-
-def adapter_for(provider: str) -> Adapter:
-    """The adapter for a provider name (case-insensitive). Adapters are stateless and shared."""
-    name = provider.strip().lower()
-    # "openai-compatible:groq" style names select the family before the colon.
-    adapter = _ADAPTERS.get(name) or _ADAPTERS.get(name.split(":", 1)[0])
-    if adapter is None:
-        raise UnknownProvider(f"unknown provider {provider!r}; known: {', '.join(known_providers())}")
-    return adapter
+def adapter_for(name: str) -> Adapter:
+    """The adapter for a provider name (case-insensitive); UnknownProvider names the known ones."""
+    p = provider(name)
+    return _BY_SHAPE[(_wire(p.family), p.auth_header)]

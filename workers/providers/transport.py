@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 import requests
 from requests.adapters import HTTPAdapter
 
-from afpbench.workers.providers.base import Endpoint, OutcomeClass, PreparedCall
+from afpbench.workers.providers.types import Endpoint, OutcomeClass, PreparedCall
 
 MAX_BODY_BYTES = 16 * 1024 * 1024
 _CHUNK = 8192
@@ -223,7 +223,7 @@ def post_json(endpoint: Endpoint, prepared: PreparedCall) -> HttpOutcome:
     ) as exc:
         return HttpOutcome(fault=f"invalid base_url: {exc}", fault_class=OutcomeClass.auth_error)
     except requests.exceptions.InvalidHeader:
-        # Security fix: requests quotes the offending header value (the key) in this message; and a
+        # Requests quotes the offending header value (the key) in this message; and a
         # key with a newline or stray whitespace is a configuration error that retrying cannot fix.
         return HttpOutcome(
             fault="invalid header value: the API key contains whitespace or a line break",

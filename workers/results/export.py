@@ -16,7 +16,7 @@ import io
 import json
 import shutil
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,15 +25,17 @@ import yaml
 from sqlalchemy import and_
 from sqlmodel import Session, select
 
+from afpbench.fixtures.schema import DIMENSIONS
 from afpbench.reference.loader import protocol
+from afpbench.scoring.rates import EXCLUDED
+from afpbench.workers.errors import ExportError, SweepNotFound
 from afpbench.workers.redact import mask_known
-from afpbench.workers.results.aggregation import EXCLUDED, is_latest_result, snapshot
+from afpbench.workers.results.aggregation import is_latest_result, snapshot
 from afpbench.workers.results.records import known_secret_values, records_jsonl
+from afpbench.workers.results.summary import SweepSummary
 from afpbench.workers.store.db import session_scope
 from afpbench.workers.store.models import Cell, Result, Sweep
-from afpbench.workers.sweeps.runs import SweepNotFound
 
-DIMENSIONS = ("task_correctness", "evidence_discipline", "uncertainty_handling", "failure_control")
 PUBLISHED = "published"
 JUDGE_PROMPT_FILE = "judge_prompt.md"  # the grader prompt, once; every run record names it and its hash
 # Which files carry each publication item (all must exist and be non-empty).
@@ -46,11 +48,7 @@ ITEM_FILES = {
     "excluded": ["excluded.csv"],
     "summary": ["summary.json", "summary.md", "LIMITATIONS.md"],
 }
-Renderer = Callable[[dict[str, Any], str], str]
-
-
-class ExportError(RuntimeError):
-    """The bundle cannot be written (existing directory, unknown sweep); nothing was written."""
+Renderer = Callable[[SweepSummary, str], str]
 
 
 @dataclass
@@ -108,7 +106,8 @@ def _write(sweep_id: str, root: Path, renderer: Renderer | None) -> BundleReport
                 "afpbench_version": sweep.afpbench_version}
         notices = list(sweep.notices or [])
     _text(root / "seal.json", json.dumps(seal, indent=2, sort_keys=True) + "\n")
-    _text(root / "summary.json", json.dumps(summary, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    _text(root / "summary.json",
+          json.dumps(summary.model_dump(mode="json"), indent=2, sort_keys=True, ensure_ascii=False) + "\n")
     if renderer is not None:
         _text(root / "summary.md", renderer(summary, "md"))
         _text(root / "report.html", renderer(summary, "html"))
@@ -119,7 +118,7 @@ def _write(sweep_id: str, root: Path, renderer: Renderer | None) -> BundleReport
     status = PUBLISHED if not missing else protocol()["pending_status"]
     _text(root / "STATUS.md", _status_text(status, missing, summary))
     files = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
-    return BundleReport(root, status, missing, files, bool(summary["simulated"]))
+    return BundleReport(root, status, missing, files, summary.simulated)
 
 
 def _text(path: Path, text: str) -> None:
@@ -133,7 +132,7 @@ def _write_fixtures(root: Path, files: dict[str, str]) -> None:
         _text(root / "fixtures" / Path(name).name, text)  # base name only: no path from the data
 
 
-def _write_instructions(root: Path, instructions: dict[str, Any], seal_components: dict) -> None:
+def _write_instructions(root: Path, instructions: dict[str, Any], seal_components: dict[str, Any]) -> None:
     texts = instructions.get("texts") or {}
     (root / "instructions").mkdir()
     for condition, text in sorted(texts.items()):
@@ -158,7 +157,7 @@ def _rubric_yaml(sweep: Sweep) -> str:
     return yaml.safe_dump(body, sort_keys=False, allow_unicode=True, width=100)
 
 
-def _csv(header: list[str], rows) -> str:
+def _csv(header: list[str], rows: Iterable[Sequence[object]]) -> str:
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(header)
@@ -187,21 +186,22 @@ def _excluded_csv(session: Session, sweep_id: str) -> str:
     return _csv(header, ([("" if v is None else v) for v in row] for row in session.execute(q)))
 
 
-def missing_items(root: Path, summary: dict[str, Any]) -> list[str]:
+def missing_items(root: Path, summary: SweepSummary) -> list[str]:
     """Publication items that are absent or empty, then the reasons results are not final yet."""
     missing = []
     for item, paths in ITEM_FILES.items():
         empty = [p for p in paths if not _non_empty(root / p)]
         if item == "instructions" and not empty:
-            empty = _empty_instructions(root, summary["conditions"])
+            empty = _empty_instructions(root, summary.conditions)
         if empty:
             missing.append(f"{item}: missing or empty: {', '.join(empty)}")
-    if not summary["complete"]:
-        missing.append(f"results: sweep is not complete (status {summary['status']}, "
-                       f"{summary['unfinished']} of {summary['cells']} cells unfinished)")
-    if not summary["high_risk"]["ready"]:
-        missing.append(f"comparisons: high-risk fixtures lack {summary['high_risk']['required_repeats']} "
-                       f"finished repeats per condition ({summary['high_risk']['lacking_count']} groups)")
+    if not summary.complete:
+        missing.append(f"results: sweep is not complete (status {summary.status}, "
+                       f"{summary.unfinished} of {summary.cells} cells unfinished)")
+    high_risk = summary.high_risk
+    if not high_risk.ready:
+        missing.append(f"comparisons: high-risk fixtures lack {high_risk.required_repeats} "
+                       f"finished repeats per condition ({high_risk.lacking_count} groups)")
     return missing
 
 
@@ -221,7 +221,7 @@ def _empty_instructions(root: Path, conditions: list[str]) -> list[str]:
     return out
 
 
-def limitations_text(summary: dict[str, Any], notices: list[str]) -> str:
+def limitations_text(summary: SweepSummary, notices: list[str]) -> str:
     scope = protocol()["scope"]
     lines = [
         "# Limitations", "",
@@ -234,31 +234,31 @@ def limitations_text(summary: dict[str, Any], notices: list[str]) -> str:
         "- Scores come from the configured judges and deterministic assertions; judges are models and can err.",
         "- Cost figures use the prices declared in the spec and exclude judge calls.",
     ]
-    if summary.get("simulated"):
-        parts = " and ".join(summary.get("simulated_parts") or ["models"])
+    if summary.simulated:
+        parts = " and ".join(summary.simulated_parts or ["models"])
         lines.insert(2, f"- **SIMULATED**: this sweep used the simulated provider ({parts}). Its outputs and "
                         "scores are synthetic and say nothing about any real model.")
-    if not summary.get("complete"):
+    if not summary.complete:
         lines.append("- The sweep is not complete: every figure is interim.")
     lines += [f"- Notice: {n}" for n in notices]
     return "\n".join(lines) + "\n"
 
 
-def _status_text(status: str, missing: list[str], summary: dict[str, Any]) -> str:
+def _status_text(status: str, missing: list[str], summary: SweepSummary) -> str:
     lines = [f"# Status: {status}", "",
-             f"Sweep {summary['sweep_id']} ({summary['name']}), seal {summary['seal_hash']}."]
-    if summary.get("simulated"):
+             f"Sweep {summary.sweep_id} ({summary.name}), seal {summary.seal_hash}."]
+    if summary.simulated:
         lines += ["", "SIMULATED: outputs in this bundle come from the simulated provider."]
     if missing:
         lines += ["", "Missing before this can read published:", *[f"- {m}" for m in missing]]
     return "\n".join(lines) + "\n"
 
 
-def _plain_summary_md(summary: dict[str, Any]) -> str:
+def _plain_summary_md(summary: SweepSummary) -> str:
     """A minimal table when no renderer is given (the CLI passes api.report's)."""
-    lines = [f"# Summary: {summary['name']}", "", "| model | condition | pass/n | pass rate | failures |",
+    lines = [f"# Summary: {summary.name}", "", "| model | condition | pass/n | pass rate | failures |",
              "|---|---|---|---|---|"]
-    for r in summary["by_model_condition"]:
-        rate = "-" if r["pass_rate"] is None else f"{r['pass_rate']:.1%}"
-        lines.append(f"| {r['model']} | {r['condition']} | {r['pass']}/{r['n']} | {rate} | {r['failures']} |")
+    for r in summary.by_model_condition:
+        rate = "-" if r.pass_rate is None else f"{r.pass_rate:.1%}"
+        lines.append(f"| {r.model} | {r.condition} | {r.passed}/{r.n} | {rate} | {r.failures} |")
     return "\n".join(lines) + "\n"

@@ -1,7 +1,8 @@
 """The run record of one cell: every field the protocol requires, with all attempts and results as history.
 
-Keys follow reference/protocol.yaml `run_record` (model ... human_review_outcome); history and
-provenance ride beside them. Stored rows are already free of secrets; as a second layer, the values of
+The record is a typed RunRecord (workers/results/record_model.py); its keys follow
+reference/protocol.yaml `run_record` (model ... human_review_outcome), with history and provenance
+beside them. Stored rows are already free of secrets; as a second layer, the values of
 the key environment variables a sweep names are masked in every exported line (exact values only, so
 model text is never altered by pattern guesses).
 """
@@ -12,19 +13,35 @@ import json
 import os
 from collections.abc import Iterator
 from datetime import datetime
-from typing import Any
 
 from sqlmodel import Session, select
 
+from afpbench.fixtures.schema import DIMENSIONS
+from afpbench.workers.errors import RecordNotFound, SpecError
 from afpbench.workers.redact import mask_known
+from afpbench.workers.results.record_model import (
+    AttemptEntry,
+    ComponentScores,
+    Decision,
+    GraderPromptFile,
+    GraderPromptText,
+    InstructionVersion,
+    JudgementEntry,
+    JudgeRationale,
+    Latency,
+    RawOutput,
+    ResultEntry,
+    RunRecord,
+    SimulatedFlags,
+    TokenUsage,
+)
+from afpbench.workers.settings import get_settings
 from afpbench.workers.store.models import Adjudication, Attempt, Cell, Judgement, Result, Sweep, as_utc
-from afpbench.workers.sweeps.spec import SpecError, parse_spec
+from afpbench.workers.sweeps.spec import parse_spec
 
-DIMENSIONS = ("task_correctness", "evidence_discipline", "uncertainty_handling", "failure_control")
+__all__ = ["RunRecord", "known_secret_values", "records_jsonl", "run_record"]
 
-
-class RecordNotFound(LookupError):
-    pass
+History = tuple[list[Attempt], list[Result], list[Judgement], list[Adjudication]]
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -32,49 +49,51 @@ def _iso(value: datetime | None) -> str | None:
     return None if value is None else as_utc(value).isoformat(timespec="milliseconds")
 
 
-def _attempt_json(a: Attempt, bodies_elsewhere: bool = False) -> dict[str, Any]:
-    """Every field of the attempt; the scored attempt's raw bodies sit in raw_output (stored once)."""
+def _attempt(a: Attempt, bodies_elsewhere: bool = False) -> AttemptEntry:
     rounds = a.rounds
     if bodies_elsewhere:
         rounds = [{**r, "raw_body": f"(raw_output.raw_bodies[{i}])"} if "raw_body" in r else r
                   for i, r in enumerate(a.rounds)]
-    return {
-        "id": a.id, "number": a.number, "worker": a.worker, "started_at": _iso(a.started_at),
-        "finished_at": _iso(a.finished_at), "outcome": a.outcome, "http_status": a.http_status, "error": a.error,
-        "output_text": a.output_text, "finish_reason": a.finish_reason, "tool_calls": a.tool_calls,
-        "tokens": _tokens(a), "latency_ms": a.latency_ms, "served_model": a.served_model,
-        "provider_request_id": a.provider_request_id, "reasoning_params": a.reasoning_params,
-        "rounds": rounds, "simulated": a.simulated,
-    }
+    return AttemptEntry(
+        id=a.id, number=a.number, worker=a.worker, started_at=_iso(a.started_at),
+        finished_at=_iso(a.finished_at), outcome=a.outcome, http_status=a.http_status, error=a.error,
+        output_text=a.output_text, finish_reason=a.finish_reason, tool_calls=a.tool_calls,
+        tokens=_tokens(a), latency_ms=a.latency_ms, served_model=a.served_model,
+        provider_request_id=a.provider_request_id, reasoning_params=a.reasoning_params,
+        rounds=rounds, simulated=a.simulated,
+    )
 
 
-def _tokens(a: Attempt | None) -> dict[str, int | None]:
+def _tokens(a: Attempt | None) -> TokenUsage:
     if a is None:
-        return {"input": None, "output": None, "cached": None, "reasoning": None}
-    return {"input": a.input_tokens, "output": a.output_tokens, "cached": a.cached_tokens,
-            "reasoning": a.reasoning_tokens}
+        return TokenUsage(input=None, output=None, cached=None, reasoning=None)
+    return TokenUsage(input=a.input_tokens, output=a.output_tokens, cached=a.cached_tokens,
+                      reasoning=a.reasoning_tokens)
 
 
-def _result_json(r: Result) -> dict[str, Any]:
-    return {
-        "scoring_run": r.scoring_run, "state": r.state, "scores": {d: getattr(r, d) for d in DIMENSIONS},
-        "total": r.total, "fatal_criterion": r.fatal_criterion, "rationale": r.rationale, "details": r.details,
-        "scorer_version": r.scorer_version, "created_at": _iso(r.created_at),
-    }
+def _scores(r: Result) -> dict[str, int | None]:
+    return {d: getattr(r, d) for d in DIMENSIONS}
 
 
-def _judgement_json(j: Judgement) -> dict[str, Any]:
-    return {
-        "scoring_run": j.scoring_run, "judge": j.judge_label, "round": j.judge_round,
-        "order": "swapped (blind re-judge)" if j.judge_round == 2 else "original",
-        "prompt_sha256": j.prompt_sha256, "raw_text": j.raw_text, "parsed": j.parsed,
-        "parse_error": j.parse_error, "simulated": j.simulated, "created_at": _iso(j.created_at),
-    }
+def _result(r: Result) -> ResultEntry:
+    return ResultEntry(
+        scoring_run=r.scoring_run, state=r.state, scores=_scores(r), total=r.total,
+        fatal_criterion=r.fatal_criterion, rationale=r.rationale, details=r.details,
+        scorer_version=r.scorer_version, created_at=_iso(r.created_at),
+    )
 
 
-def _adjudication_json(a: Adjudication) -> dict[str, Any]:
-    return {"reviewer": a.reviewer, "state": a.state, "scores": a.scores, "note": a.note,
-            "created_at": _iso(a.created_at)}
+def _judgement(j: Judgement) -> JudgementEntry:
+    return JudgementEntry(
+        scoring_run=j.scoring_run, judge=j.judge_label, round=j.judge_round,
+        order="swapped (blind re-judge)" if j.judge_round == 2 else "original",
+        prompt_sha256=j.prompt_sha256, raw_text=j.raw_text, parsed=j.parsed,
+        parse_error=j.parse_error, simulated=j.simulated, created_at=_iso(j.created_at),
+    )
+
+
+def _decision(a: Adjudication) -> Decision:
+    return Decision(reviewer=a.reviewer, state=a.state, scores=a.scores, note=a.note, created_at=_iso(a.created_at))
 
 
 def _scored_attempt(attempts: list[Attempt], latest: Result | None) -> Attempt | None:
@@ -86,12 +105,14 @@ def _scored_attempt(attempts: list[Attempt], latest: Result | None) -> Attempt |
     return attempts[-1] if attempts else None
 
 
-def run_record(session: Session, cell_id: int) -> dict[str, Any]:
+def run_record(session: Session, cell_id: int) -> RunRecord:
     cell = session.get(Cell, cell_id)
     if cell is None:
         raise RecordNotFound(f"no cell with id {cell_id}")
     sweep = session.get(Sweep, cell.sweep_id)
-    return _record(sweep, _model_names(sweep), cell, *_history(session, [cell.id])[cell.id])
+    if sweep is None:  # the foreign key forbids it; named for the type checker
+        raise RecordNotFound(f"cell {cell_id}: no sweep with id {cell.sweep_id!r}")
+    return _record(sweep, _model_names(sweep), cell, *_history(session, [cell_id])[cell_id])
 
 
 def _model_names(sweep: Sweep) -> dict[str, str]:
@@ -102,85 +123,81 @@ def _model_names(sweep: Sweep) -> dict[str, str]:
         return {}
 
 
-def _history(session: Session, cell_ids: list[int]) -> dict[int, tuple[list, list, list, list]]:
+def _history(session: Session, cell_ids: list[int]) -> dict[int, History]:
     """Attempts, results, judgements and adjudications of the given cells, oldest first."""
-    out: dict[int, tuple[list, list, list, list]] = {cid: ([], [], [], []) for cid in cell_ids}
-    queries = (
-        (0, select(Attempt).where(Attempt.cell_id.in_(cell_ids)).order_by(Attempt.number, Attempt.id)),
-        (1, select(Result).where(Result.cell_id.in_(cell_ids)).order_by(Result.scoring_run, Result.id)),
-        (2, select(Judgement).where(Judgement.cell_id.in_(cell_ids)).order_by(Judgement.id)),
-        (3, select(Adjudication).where(Adjudication.cell_id.in_(cell_ids)).order_by(Adjudication.id)),
-    )
-    for slot, q in queries:
-        for row in session.exec(q):
-            out[row.cell_id][slot].append(row)
+    out: dict[int, History] = {cid: ([], [], [], []) for cid in cell_ids}
+    for a in session.exec(select(Attempt).where(Attempt.cell_id.in_(cell_ids)).order_by(Attempt.number, Attempt.id)):
+        out[a.cell_id][0].append(a)
+    for r in session.exec(select(Result).where(Result.cell_id.in_(cell_ids)).order_by(Result.scoring_run, Result.id)):
+        out[r.cell_id][1].append(r)
+    for j in session.exec(select(Judgement).where(Judgement.cell_id.in_(cell_ids)).order_by(Judgement.id)):
+        out[j.cell_id][2].append(j)
+    for d in session.exec(select(Adjudication).where(Adjudication.cell_id.in_(cell_ids)).order_by(Adjudication.id)):
+        out[d.cell_id][3].append(d)
     return out
 
 
 def _record(sweep: Sweep, model_names: dict[str, str], cell: Cell, attempts: list[Attempt], results: list[Result],
             judgements: list[Judgement], adjudications: list[Adjudication],
-            judge_prompt_file: str | None = None) -> dict[str, Any]:
+            judge_prompt_file: str | None = None) -> RunRecord:
     latest = results[-1] if results else None
     scored = _scored_attempt(attempts, latest)
     instructions = (sweep.seal_components or {}).get("instructions", {})
     latest_judgements = [j for j in judgements if latest is not None and j.scoring_run == latest.scoring_run]
     prompt_hashes = sorted({j.prompt_sha256 for j in judgements})
-    grader_prompt = ({"sha256": prompt_hashes, "text_file": judge_prompt_file} if judge_prompt_file else
-                     {"sha256": prompt_hashes, "text": (sweep.inputs or {}).get("judge_prompt")})
-    return {
-        "cell_id": cell.id,
-        "cell_key": cell.key,
-        "sweep_id": sweep.id,
-        "seal_hash": sweep.seal_hash,
-        "model": cell.model_label,
-        "model_hash": cell.model_hash,
-        "model_name": model_names.get(cell.model_hash),
-        "provider": cell.provider,
-        "served_model_version": scored.served_model if scored else None,
-        "reasoning_mode": scored.reasoning_params if scored else None,
-        "condition": cell.condition,
-        "instruction_version": {"version": instructions.get("version"), "condition": cell.condition,
-                                "sha256": instructions.get(cell.condition)},
-        "fixture_id": cell.fixture_id,
-        "fixture_version": cell.fixture_version,
-        "high_risk": cell.high_risk,
-        "repeat": cell.repeat,
-        "executed_at": _iso(scored.started_at) if scored else None,
-        "raw_output": {"attempt_id": scored.id if scored else None,
-                       "text": scored.output_text if scored else None,
-                       "raw_bodies": [r.get("raw_body") for r in scored.rounds] if scored else []},
-        "component_scores_and_rationale": {
-            "scores": {d: getattr(latest, d) for d in DIMENSIONS} if latest else None,
-            "total": latest.total if latest else None,
-            "rationale": latest.rationale if latest else None,
-            "judge_rationales": [{"judge": j.judge_label, "round": j.judge_round,
-                                  "rationales": (j.parsed or {}).get("rationales"),
-                                  "scores": (j.parsed or {}).get("scores")}
-                                 for j in latest_judgements if j.parsed],
-        },
-        "fatal_criterion": latest.fatal_criterion if latest else None,
-        "result_state": cell.state,
-        "state_reason": cell.state_reason,
-        "tokens": _tokens(scored),
-        "tool_calls": scored.tool_calls if scored else [],
-        "latency": {"ms": scored.latency_ms if scored else None},
-        "grader_model": sorted({j.judge_label for j in judgements}),
-        "grader_prompt": grader_prompt,
-        "human_review_outcome": [_adjudication_json(a) for a in adjudications] or None,
-        "attempts": [_attempt_json(a, bodies_elsewhere=a is scored) for a in attempts],
-        "results": [_result_json(r) for r in results],
-        "judgements": [_judgement_json(j) for j in judgements],
-        "simulated": {"model_output": any(a.simulated for a in attempts),
-                      "grading": any(j.simulated for j in judgements), "sweep": sweep.simulated},
-    }
+    grader_prompt = (GraderPromptFile(sha256=prompt_hashes, text_file=judge_prompt_file) if judge_prompt_file else
+                     GraderPromptText(sha256=prompt_hashes, text=(sweep.inputs or {}).get("judge_prompt")))
+    return RunRecord(
+        cell_id=cell.id,
+        cell_key=cell.key,
+        sweep_id=sweep.id,
+        seal_hash=sweep.seal_hash,
+        model=cell.model_label,
+        model_hash=cell.model_hash,
+        model_name=model_names.get(cell.model_hash),
+        provider=cell.provider,
+        served_model_version=scored.served_model if scored else None,
+        reasoning_mode=scored.reasoning_params if scored else None,
+        condition=cell.condition,
+        instruction_version=InstructionVersion(version=instructions.get("version"), condition=cell.condition,
+                                               sha256=instructions.get(cell.condition)),
+        fixture_id=cell.fixture_id,
+        fixture_version=cell.fixture_version,
+        high_risk=cell.high_risk,
+        repeat=cell.repeat,
+        executed_at=_iso(scored.started_at) if scored else None,
+        raw_output=RawOutput(attempt_id=scored.id if scored else None,
+                             text=scored.output_text if scored else None,
+                             raw_bodies=[r.get("raw_body") for r in scored.rounds] if scored else []),
+        component_scores_and_rationale=ComponentScores(
+            scores=_scores(latest) if latest else None,
+            total=latest.total if latest else None,
+            rationale=latest.rationale if latest else None,
+            judge_rationales=[JudgeRationale(judge=j.judge_label, round=j.judge_round,
+                                             rationales=j.parsed.get("rationales"), scores=j.parsed.get("scores"))
+                              for j in latest_judgements if j.parsed],
+        ),
+        fatal_criterion=latest.fatal_criterion if latest else None,
+        result_state=cell.state,
+        state_reason=cell.state_reason,
+        tokens=_tokens(scored),
+        tool_calls=scored.tool_calls if scored else [],
+        latency=Latency(ms=scored.latency_ms if scored else None),
+        grader_model=sorted({j.judge_label for j in judgements}),
+        grader_prompt=grader_prompt,
+        human_review_outcome=[_decision(a) for a in adjudications] or None,
+        attempts=[_attempt(a, bodies_elsewhere=a is scored) for a in attempts],
+        results=[_result(r) for r in results],
+        judgements=[_judgement(j) for j in judgements],
+        simulated=SimulatedFlags(model_output=any(a.simulated for a in attempts),
+                                 grading=any(j.simulated for j in judgements), sweep=sweep.simulated),
+    )
 
 
 def known_secret_values(sweep: Sweep) -> list[str]:
     """Values of the key variables the sweep's models and judges name, when set in this process."""
     names = {m.get("api_key_env") for m in [*sweep.spec.get("models", []), *sweep.spec.get("judges", [])]}
     values = [os.environ.get(n) for n in names if n]
-    from afpbench.workers.settings import get_settings
-
     token = get_settings().api_token
     if token is not None:
         values.append(token.get_secret_value())
@@ -206,7 +223,7 @@ def records_jsonl(session: Session, sweep_id: str, batch: int = 500,
         history = _history(session, [c.id for c in cells])
         for cell in cells:
             record = _record(sweep, model_names, cell, *history[cell.id], judge_prompt_file=judge_prompt_file)
-            line = json.dumps(record, ensure_ascii=False, sort_keys=True)
+            line = json.dumps(record.model_dump(mode="json"), ensure_ascii=False, sort_keys=True)
             yield mask_known(line, secrets)
         last_id = cells[-1].id
         session.expunge_all()

@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from afpbench.fixtures.schema import DIMENSIONS, FatalCriterionId
+from afpbench.workers.errors import CannedFileError
 
 STYLES = ("pass_plain", "pass_afp", "partial", "fatal")
 Style = Literal["pass_plain", "pass_afp", "partial", "fatal"]
@@ -29,10 +30,6 @@ FALLBACK_TEXT = (
     "stands in for a model answer. It is not the output of any real model."
 )
 PLAIN_TEXT = "[afpbench-sim] Simulated plain answer for throughput runs; not the output of any real model."
-
-
-class CannedFileError(ValueError):
-    """A canned-response file that cannot be used; the message names the file and the field."""
 
 
 class _Strict(BaseModel):

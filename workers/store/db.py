@@ -17,8 +17,10 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, InterfaceError, OperationalError
 from sqlmodel import Session, create_engine
 
+from afpbench.workers.errors import DatabaseConfigError
 from afpbench.workers.settings import get_settings
 from afpbench.workers.store import models  # noqa: F401  (registers the tables)
+from afpbench.workers.store.migrate import ensure_schema
 
 _engines: dict[str, Engine] = {}
 _lock = threading.Lock()
@@ -38,10 +40,6 @@ def for_worker_process() -> None:
         get_engine()
     except (OperationalError, InterfaceError) as exc:  # unreachable now: the first task retries it
         logging.getLogger(__name__).warning("database not reachable at worker start (%s)", type(exc).__name__)
-
-
-class DatabaseConfigError(ValueError):
-    pass
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:
@@ -106,10 +104,8 @@ def get_engine(url: str | None = None) -> Engine:
             _serialise_sqlite_writers(engine)
         else:
             engine = create_engine(url, pool_pre_ping=_pre_ping, pool_size=10, max_overflow=60)
-        # The schema comes from the migrations (workers/migrations/), never from create_all: SQLite and a
+        # The schema comes from the migrations (store/migrations/), never from create_all: SQLite and a
         # fresh PostgreSQL are brought to head here; a database behind the code raises SchemaBehind.
-        from afpbench.workers.store.migrate import ensure_schema
-
         try:
             ensure_schema(engine)
         except BaseException:

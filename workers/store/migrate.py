@@ -25,6 +25,11 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, inspect, pool, text
 from sqlalchemy.engine import Connection, Engine
+from sqlmodel import SQLModel
+
+from afpbench.workers.errors import SchemaAhead, SchemaBehind, SchemaMismatch
+from afpbench.workers.settings import get_settings
+from afpbench.workers.store import models  # noqa: F401  (registers the tables on SQLModel.metadata)
 
 # Alembic wants a directory on disk: the package data of an installed (or editable) afpbench.
 MIGRATIONS_DIR = Path(str(resources.files("afpbench.workers.store").joinpath("migrations")))
@@ -35,18 +40,6 @@ INITIAL_REVISION = "0001"
 INITIAL_TABLES = frozenset({"sweep", "cell", "attempt", "judgement", "result", "adjudication", "aggregate"})
 # PostgreSQL advisory lock key (a signed 64-bit number derived from a fixed name).
 _LOCK_KEY = int.from_bytes(hashlib.sha256(b"afpbench.migrate").digest()[:8], "big", signed=True)
-
-
-class SchemaMismatch(RuntimeError):
-    """The database schema and this code disagree; the message says what to do."""
-
-
-class SchemaBehind(SchemaMismatch):
-    """The database is at an older revision than the code needs."""
-
-
-class SchemaAhead(SchemaMismatch):
-    """The database was migrated by a newer afpbench than this one."""
 
 
 def alembic_config(url: str | None = None) -> Config:
@@ -82,8 +75,6 @@ def _engine_for(url: str | Engine | None) -> tuple[Engine, bool]:
     if isinstance(url, Engine):
         return url, False
     if url is None:
-        from afpbench.workers.settings import get_settings
-
         url = get_settings().database_url
     return create_engine(url, poolclass=pool.NullPool), True
 
@@ -192,9 +183,6 @@ def _has_afp_tables(engine: Engine) -> bool:
 def schema_differences(engine: Engine) -> list:
     """Alembic's comparison of the live schema with workers/models.py; [] means the migrations and the
     models describe the same tables, columns, types, keys and indexes."""
-    from sqlmodel import SQLModel
-
-    from afpbench.workers.store import models  # noqa: F401  (registers the tables)
 
     with engine.connect() as connection:
         context = MigrationContext.configure(

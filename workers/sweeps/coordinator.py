@@ -124,10 +124,6 @@ def create_sweep(session: Session, spec: SweepSpec, inputs: SweepInputs | None =
     return sweep
 
 
-def queue_for(provider_family: str) -> str:
-    return f"exec.{provider_family}"
-
-
 def counts_by_phase_and_state(session: Session, sweep_id: str) -> dict[str, dict[str, int]]:
     rows = session.execute(
         select(Cell.phase, Cell.state, func.count())

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sqlmodel import select
+
 from afpbench.fixtures.loader import FixtureFile, load_fixtures, parse_fixture, read_fixture_files
 from afpbench.fixtures.schema import Fixture
 from afpbench.reference.loader import (
@@ -21,6 +23,7 @@ from afpbench.reference.loader import (
     load_instructions,
     load_judge_prompt,
 )
+from afpbench.workers.store.models import Sweep
 from afpbench.workers.sweeps.seal import SealInputs
 from afpbench.workers.sweeps.spec import SweepSpec, parse_spec
 
@@ -105,10 +108,6 @@ def _cached_inputs(sweep_id: str, stored: Callable[[], tuple[dict[str, Any], dic
 def inputs_for(session, sweep_id: str) -> SweepInputs:
     """The sweep's inputs by id. On a miss only the two JSON columns needed are read through `session`
     (an ORM session or a Core connection); hot paths never load the whole sweep row: its JSON is large."""
-    from sqlmodel import select
-
-    from afpbench.workers.store.models import Sweep
-
     return _cached_inputs(
         sweep_id, lambda: session.execute(select(Sweep.spec, Sweep.inputs).where(Sweep.id == sweep_id)).one()
     )
@@ -133,10 +132,6 @@ def validity_for(session, sweep_id: str) -> dict:
         hit = _validity_cache.get(sweep_id)
     if hit is not None:
         return hit
-    from sqlmodel import select
-
-    from afpbench.workers.store.models import Sweep
-
     validity = session.execute(select(Sweep.validity).where(Sweep.id == sweep_id)).scalar_one()
     with _cache_lock:
         _validity_cache[sweep_id] = validity

@@ -9,22 +9,15 @@ from dataclasses import dataclass
 from sqlalchemy import func
 from sqlmodel import select
 
-from afpbench.workers.cells.completion import claim_aggregate
 from afpbench.workers.cells.dispatch import release, resend
+from afpbench.workers.cells.finish import finish_if_done
+from afpbench.workers.errors import SealMismatch, SweepNotFound
 from afpbench.workers.providers.preflight import preflight
 from afpbench.workers.store.db import session_scope
 from afpbench.workers.store.models import Attempt, Cell, Phase, Sweep, SweepStatus
 from afpbench.workers.sweeps.coordinator import counts_by_phase_and_state, create_sweep, verify_sweep
 from afpbench.workers.sweeps.inputs import load_inputs, remember
 from afpbench.workers.sweeps.spec import SweepSpec
-
-
-class SweepNotFound(LookupError):
-    pass
-
-
-class SealMismatch(RuntimeError):
-    pass
 
 
 @dataclass
@@ -87,10 +80,7 @@ def wait_for(
         if on_progress:
             on_progress(p)
         if p.finished:
-            if claim_aggregate(sweep_id, "runner"):  # no worker claimed it: aggregate here
-                from afpbench.workers.results.aggregation import aggregate_sweep
-
-                aggregate_sweep(sweep_id)
+            finish_if_done(sweep_id, "runner", aggregate_here=True)  # no worker claimed it: aggregate here
             return progress(sweep_id)
         if time.monotonic() - last_release > 2.0:
             release(sweep_id)

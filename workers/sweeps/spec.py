@@ -13,33 +13,19 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from afpbench.fixtures.loader import InputFileError, load_yaml, read_input_text
 from afpbench.reference.hashing import json_sha256
+from afpbench.workers.errors import SpecError
+from afpbench.workers.providers.families import PROVIDERS
 from afpbench.workers.redact import mask_secrets
 
-PROVIDER_FAMILIES = {
-    "openai": "openai",
-    "openai-compatible": "openai",
-    "vllm": "openai",
-    "ollama": "openai",
-    "openrouter": "openai",
-    "groq": "openai",
-    "azure-openai": "openai",
-    "sim": "sim",
-    "anthropic": "anthropic",
-    "gemini": "gemini",
-}
 CONDITIONS = ("A", "B", "C", "D")
 HIGH_RISK_MIN_REPEATS = 3
-# Security fix: afpbench's own secrets can never be named as a provider key: a spec (perhaps posted to
+# Afpbench's own secrets can never be named as a provider key: a spec (perhaps posted to
 # the HTTP API) could otherwise send them as a bearer token to any base_url it names.
 RESERVED_KEY_VARIABLES = frozenset({"AFP_API_TOKEN", "AFP_DATABASE_URL", "AFP_BROKER_URL", "AFP_REDIS_URL"})
 # Mapping keys that mean "a credential is written here" anywhere in a spec (compared lower-case, '-' as '_').
 _SECRET_FIELD_NAMES = frozenset(
     {"api_key", "apikey", "key", "token", "access_token", "authorization", "password", "secret", "x_api_key"}
 )
-
-
-class SpecError(ValueError):
-    """A sweep spec that cannot be used; the message names the file and the field."""
 
 
 class _Strict(BaseModel):
@@ -95,8 +81,8 @@ class ModelSpec(_Strict):
     @field_validator("provider")
     @classmethod
     def _provider(cls, v: str) -> str:
-        if v not in PROVIDER_FAMILIES:
-            raise ValueError(f"unknown provider {v!r}; known: {', '.join(sorted(PROVIDER_FAMILIES))}")
+        if v not in PROVIDERS:
+            raise ValueError(f"unknown provider {v!r}; known: {', '.join(sorted(PROVIDERS))}")
         return v
 
     @field_validator("base_url")
@@ -108,11 +94,11 @@ class ModelSpec(_Strict):
 
     @property
     def family(self) -> str:
-        return PROVIDER_FAMILIES[self.provider]
+        return PROVIDERS[self.provider].family
 
     @property
     def simulated(self) -> bool:
-        return self.provider == "sim"
+        return PROVIDERS[self.provider].simulated
 
     @property
     def display(self) -> str:
@@ -211,7 +197,7 @@ def _describe(exc: ValidationError) -> str:
 def _literal_secret_at(data: Any, path: str = "") -> str | None:
     """Where a spec holds a credential literally: a credential-named key, or a key-shaped value.
 
-    Security fix: the per-model check missed keys in `params` (sent in the request body) or in any
+    The per-model check missed keys in `params` (sent in the request body) or in any
     other field; a spec is stored and sealed, so a literal key there would reach the database."""
     if isinstance(data, dict):
         for k, v in data.items():
@@ -252,7 +238,7 @@ def load_spec(path: str | Path) -> SweepSpec:
     if not p.is_file():
         raise SpecError(f"{path}: spec file not found")
     try:
-        # Security fix: size cap, UTF-8 check, alias bombs and duplicate keys (fixtures/loader.py).
+        # Size cap, UTF-8 check, alias bombs and duplicate keys (fixtures/loader.py).
         data = load_yaml(read_input_text(p))
     except InputFileError as exc:
         raise SpecError(f"{path}: {exc}") from None

@@ -1,59 +1,13 @@
-"""Per-provider-pool rate limits shared by every worker: the interface and the in-memory limiter.
-
-A pool is provider + base URL + a fingerprint of the key (never the key). A check either grants a
-request (with a lease on an in-flight slot) or says how long to wait; a waiting task gives its worker
-slot back and retries after that delay instead of sleeping. The Redis implementation
-(workers/limiter_redis.py) enforces the same rules atomically across machines.
-"""
+"""The in-memory limiter of the embedded mode (one process): token buckets, in-flight leases, cool-down."""
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import time
 import uuid
-from dataclasses import dataclass
 
+from afpbench.workers.limits.base import Grant, Limiter
 from afpbench.workers.sweeps.spec import Limits
-
-
-def pool_key(provider: str, base_url: str, api_key: str | None) -> str:
-    fingerprint = hashlib.sha256(api_key.encode()).hexdigest()[:8] if api_key else "nokey"
-    return f"{provider}|{base_url}|{fingerprint}"
-
-
-@dataclass(frozen=True)
-class Grant:
-    """granted: go now. Otherwise wait `wait_s`; when `prepaid`, the rate budget for that moment is
-    already reserved (the caller comes back with prepaid=True and only cool-down and the in-flight cap
-    are checked again). Reserving slots in time is what keeps many waiting tasks from stampeding the
-    bucket each time a token refills."""
-
-    granted: bool
-    wait_s: float = 0.0
-    lease: str | None = None
-    reason: str = ""
-    prepaid: bool = False
-
-
-class Limiter:
-    def acquire(
-        self, pool: str, limits: Limits, tokens: int = 0, *, reserve_s: float = 0.0, prepaid: bool = False
-    ) -> Grant:  # pragma: no cover - interface
-        raise NotImplementedError
-
-    def release(
-        self, pool: str, lease: str | None, tokens_estimated: int = 0, tokens_used: int | None = None
-    ) -> None:
-        raise NotImplementedError  # pragma: no cover - interface
-
-    def cool_down(self, pool: str, seconds: float) -> None:  # pragma: no cover - interface
-        raise NotImplementedError
-
-    def refund(self, pool: str, limits: Limits, tokens: int = 0) -> None:  # pragma: no cover - interface
-        """Give back a granted request that was never sent (a duplicate message lost the claim), so
-        copies of one cell do not spend the pool's rate budget several times."""
-        raise NotImplementedError
 
 
 class _Bucket:
@@ -155,30 +109,3 @@ class InMemoryLimiter(Limiter):
         with self._lock:
             until = self._clock() + seconds
             self._cool_until[pool] = max(self._cool_until.get(pool, 0.0), until)
-
-
-_limiter: Limiter | None = None
-_limiter_lock = threading.Lock()
-
-
-def get_limiter() -> Limiter:
-    """The process-wide limiter: Redis when configured (shared by all workers), else in-memory."""
-    global _limiter
-    with _limiter_lock:
-        if _limiter is None:
-            from afpbench.workers.settings import get_settings
-
-            url = get_settings().limiter_redis_url
-            if url:
-                from afpbench.workers.limits.in_redis import RedisLimiter
-
-                _limiter = RedisLimiter(url)
-            else:
-                _limiter = InMemoryLimiter()
-        return _limiter
-
-
-def reset_limiter() -> None:
-    global _limiter
-    with _limiter_lock:
-        _limiter = None

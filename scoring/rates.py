@@ -1,0 +1,215 @@
+"""Rate arithmetic of a sweep summary: counts in, the protocol's readings out. Pure: no I/O, no SQL.
+
+workers/results/aggregation.py counts in SQL (GROUP BY) and hands the grouped rows here as named
+records (StateRow, PairUnit; ScoredGroup in scoring/measures.py for scores, tokens and cost). The
+readings follow the protocol:
+- pass rate = MODEL_PASS / (MODEL_PASS + MODEL_FAIL); every other state and every unfinished cell is
+  counted beside it (RateBlock.excluded, RateBlock.unfinished), never folded in;
+- zero failures read "0/n; upper bound x%" with the exact bound 1 - 0.05^(1/n) (3/n shown only for
+  n >= 30); k failures read k/n with the exact Clopper-Pearson interval (scoring.statistics);
+- comparisons pair one model's cells on the same fixture and repeat, both MODEL_PASS or MODEL_FAIL
+  (exact McNemar, paired difference), and read "pending" while any high-risk fixture lacks the required
+  finished repeats per model and condition (HighRiskReadiness.ready).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal, TypeVar
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+
+from afpbench.scoring.states import ResultState, pass_rate
+from afpbench.scoring.statistics import clopper_pearson, describe_failures, mcnemar_exact, paired_difference
+
+PASS, FAIL = ResultState.MODEL_PASS.value, ResultState.MODEL_FAIL.value
+SCORED = (PASS, FAIL)
+EXCLUDED: tuple[str, ...] = tuple(s.value for s in ResultState if s.value not in SCORED)
+UNFINISHED = "UNFINISHED"
+LACKING_SHOWN = 50  # high-risk groups listed by name (all are counted)
+Key = TypeVar("Key", bound=tuple[str, ...])
+
+
+class Contract(BaseModel):
+    """Base of the summary's JSON contract: exactly these fields, nothing else."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+# ---------------------------------------------------------------- pass rates
+
+
+@dataclass(frozen=True, slots=True)
+class StateRow:
+    """One group of a sweep's cells with the same model, condition, fixture, phase and state."""
+
+    model_hash: str
+    condition: str
+    fixture_id: str
+    fixture_version: str
+    high_risk: bool
+    done: bool  # the cell reached its final phase
+    state: str | None
+    cells: int
+
+    @property
+    def outcome(self) -> str:
+        """The result state of a finished cell, else UNFINISHED."""
+        return self.state if self.done and self.state else UNFINISHED
+
+
+class RateBlock(Contract):
+    """Pass rate with its exact interval, the failure reading, and every excluded state beside them."""
+
+    model_config = ConfigDict(extra="forbid", serialize_by_alias=True)
+
+    passed: int = Field(validation_alias=AliasChoices("pass", "passed"), serialization_alias="pass")
+    failed: int = Field(validation_alias=AliasChoices("fail", "failed"), serialization_alias="fail")
+    n: int = Field(description="the denominator: MODEL_PASS + MODEL_FAIL")
+    pass_rate: float | None
+    pass_rate_ci95: tuple[float, float] | None = Field(description="exact Clopper-Pearson interval")
+    failures: str = Field(description="the failure reading (zero failures: the exact upper bound)")
+    excluded: dict[str, int] = Field(description="every state outside the denominator, zeros included")
+    unfinished: int
+    cells: int
+
+
+def tally(rows: Iterable[StateRow]) -> dict[str, int]:
+    """Cells per outcome (a result state or UNFINISHED)."""
+    counts: dict[str, int] = defaultdict(int)
+    for row in rows:
+        counts[row.outcome] += row.cells
+    return dict(counts)
+
+
+def rate_block(counts: Mapping[str, int]) -> RateBlock:
+    p, f = counts.get(PASS, 0), counts.get(FAIL, 0)
+    n = p + f
+    return RateBlock(
+        passed=p,
+        failed=f,
+        n=n,
+        pass_rate=pass_rate(p, f),
+        pass_rate_ci95=clopper_pearson(p, n) if n else None,
+        failures=describe_failures(f, n),
+        excluded={s: counts.get(s, 0) for s in EXCLUDED},
+        unfinished=counts.get(UNFINISHED, 0),
+        cells=sum(counts.values()),
+    )
+
+
+def group_blocks(rows: Iterable[StateRow], key: Callable[[StateRow], Key]) -> dict[Key, RateBlock]:
+    """One rate block per key, in key order."""
+    groups: dict[Key, list[StateRow]] = defaultdict(list)
+    for row in rows:
+        groups[key(row)].append(row)
+    return {k: rate_block(tally(groups[k])) for k in sorted(groups)}
+
+
+# ---------------------------------------------------------------- high-risk readiness
+
+
+class LackingGroup(Contract):
+    model: str
+    fixture: str = Field(description="fixture_id@fixture_version")
+    condition: str
+    finished_repeats: int
+
+
+class HighRiskReadiness(Contract):
+    fixtures: list[str]
+    required_repeats: int
+    ready: bool = Field(description="every model x high-risk fixture x condition has the required repeats")
+    lacking_count: int
+    lacking: list[LackingGroup] = Field(description=f"the first {LACKING_SHOWN} groups that lack repeats")
+
+
+def high_risk_fixtures(rows: Iterable[StateRow]) -> set[tuple[str, str]]:
+    """(fixture_id, fixture_version) of every high-risk fixture in the sweep."""
+    return {(r.fixture_id, r.fixture_version) for r in rows if r.high_risk}
+
+
+def high_risk_readiness(rows: Iterable[StateRow], labels: Mapping[str, str], required: int) -> HighRiskReadiness:
+    """Finished (terminal) repeats per model x high-risk fixture x condition against the minimum."""
+    finished: dict[tuple[str, str, str, str], int] = defaultdict(int)
+    for r in rows:
+        if r.high_risk:
+            finished[(r.model_hash, r.fixture_id, r.fixture_version, r.condition)] += (
+                r.cells if r.outcome != UNFINISHED else 0)
+    lacking = [LackingGroup(model=labels[h], fixture=f"{f}@{v}", condition=c, finished_repeats=n)
+               for (h, f, v, c), n in sorted(finished.items()) if n < required]
+    return HighRiskReadiness(
+        fixtures=sorted({f"{f}@{v}" for (_, f, v, _) in finished}),
+        required_repeats=required,
+        ready=not lacking,
+        lacking_count=len(lacking),
+        lacking=lacking[:LACKING_SHOWN],
+    )
+
+
+def pending_reading(required: int) -> str:
+    return f"pending: high-risk fixtures need >={required} repeats per condition"
+
+
+# ---------------------------------------------------------------- paired comparisons
+
+PairTable = Mapping[tuple[bool, bool], int]  # (first passed, second passed) -> matched units
+
+
+@dataclass(frozen=True, slots=True)
+class PairUnit:
+    """Matched units (model, fixture, version, repeat) with the same scored state under each condition."""
+
+    model_hash: str
+    states: Mapping[str, str | None]  # condition -> MODEL_PASS / MODEL_FAIL, None where not scored
+    units: int
+
+
+def pair_tables(units: Iterable[PairUnit], first: str, second: str) -> dict[str, dict[tuple[bool, bool], int]]:
+    """Per model: counts of (first passed, second passed) over units scored under both conditions."""
+    tables: dict[str, dict[tuple[bool, bool], int]] = defaultdict(lambda: defaultdict(int))
+    for u in units:
+        a, b = u.states.get(first), u.states.get(second)
+        if a is not None and b is not None:
+            tables[u.model_hash][(a == PASS, b == PASS)] += u.units
+    return tables
+
+
+class PairCounts(Contract):
+    n_pairs: int
+    both_pass: int
+    b: int = Field(description="first passed, second failed")
+    c: int = Field(description="first failed, second passed")
+    both_fail: int
+
+
+class NoPairs(PairCounts):
+    status: Literal["no matched pairs"] = "no matched pairs"
+    reading: str
+
+
+class PairedTest(PairCounts):
+    status: Literal["ok"] = "ok"
+    p_value: float = Field(description="exact McNemar, two-sided")
+    difference: float = Field(description="pass rate of first minus second")
+    difference_ci95: tuple[float, float] = Field(description="Newcombe's paired interval")
+    reading: str
+
+
+def compare(first: str, second: str, table: PairTable) -> NoPairs | PairedTest:
+    """Exact McNemar and the paired difference (first minus second) from a 2x2 table of matched pairs."""
+    b, c = table.get((True, False), 0), table.get((False, True), 0)
+    n = sum(table.values())
+    both_pass, both_fail = table.get((True, True), 0), table.get((False, False), 0)
+    if n == 0:
+        return NoPairs(n_pairs=0, both_pass=0, b=0, c=0, both_fail=0,
+                       reading=f"{first} vs {second}: no matched pairs")
+    pairs: Sequence[tuple[bool, bool]] = [pair for pair, k in table.items() for _ in range(k)]
+    diff, low, high = paired_difference(pairs)
+    p = mcnemar_exact(b, c)
+    reading = (f"{first} vs {second}: pass rate difference {diff:+.1%} (95% CI {low:+.1%} to {high:+.1%}); "
+               f"exact McNemar p = {p:.4g} (b={b}, c={c}, {n} matched pairs)")
+    return PairedTest(n_pairs=n, both_pass=both_pass, b=b, c=c, both_fail=both_fail, p_value=p, difference=diff,
+                      difference_ci95=(low, high), reading=reading)

@@ -1,0 +1,138 @@
+"""The house's shape (docs/ARCHITECTURE.md): imports flow api -> workers -> scoring -> fixtures/reference,
+the import graph has no circle, and only the Celery app and the front doors import the task module.
+
+Every import counts, function-local ones included: a local import that hides a circle is still a circle.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGES = ("api", "workers", "scoring", "fixtures", "reference")
+TASKS = "afpbench.workers.tasks"
+# Who may send tasks through the task module's objects: the app that registers them, the embedded
+# worker, and the front doors. Everything else sends by registered name (afpbench.workers.celery_app).
+MAY_IMPORT_TASKS = ("afpbench.workers.celery_app", "afpbench.api.")
+LAYER = {"reference": 0, "fixtures": 1, "scoring": 2, "workers": 3, "api": 4}
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for top in PACKAGES:
+        for path in (REPO / top).rglob("*.py"):
+            if "migrations" in path.parts:
+                continue  # Alembic scripts are loaded by Alembic, not imported
+            rel = path.relative_to(REPO).with_suffix("")
+            parts = list(rel.parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found["afpbench." + ".".join(parts)] = path
+    return found
+
+
+def _imports(path: Path, name: str, known: set[str]) -> set[str]:
+    out: set[str] = set()
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + ([base] if base else []))
+            targets = [f"{base}.{a.name}" for a in node.names] + [base]
+        else:
+            continue
+        for t in targets:
+            while t and t not in known:
+                t = t.rpartition(".")[0]
+            if t and t != name:
+                out.add(t)
+    return out
+
+
+def _graph() -> dict[str, set[str]]:
+    mods = _modules()
+    known = set(mods)
+    return {m: _imports(p, m, known) for m, p in mods.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def _package_parents(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """A package's __init__ is imported with each of its modules; drop those edges (not a dependency)."""
+    return {m: {t for t in ts if not m.startswith(t + ".")} for m, ts in graph.items()}
+
+
+def test_the_import_graph_has_no_circle():
+    graph = _package_parents(_graph())
+    assert _cycles(graph) == []
+
+
+def test_only_the_celery_app_and_the_front_doors_import_the_task_module():
+    offenders = sorted(m for m, ts in _graph().items() if TASKS in ts and not m.startswith(MAY_IMPORT_TASKS))
+    assert offenders == []
+
+
+def test_imports_flow_one_way_between_the_top_packages():
+    wrong = []
+    for mod, targets in _graph().items():
+        layer = LAYER[mod.split(".")[1]]
+        for t in targets:
+            if LAYER[t.split(".")[1]] > layer:
+                wrong.append(f"{mod} -> {t}")
+    assert wrong == []
+
+
+def test_no_code_imports_a_bare_top_level_name():
+    """Everything lives under afpbench.*: a bare `import workers` works in the clone and breaks in the wheel."""
+    bare = []
+    roots = [REPO / p for p in (*PACKAGES, "tests", "benchmarks")]
+    for root in roots:
+        for path in root.rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                names = []
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and not node.level:
+                    names = [node.module or ""]
+                bare += [f"{path.relative_to(REPO)}: {n}" for n in names if n.split(".")[0] in PACKAGES]
+    assert bare == []

@@ -1,0 +1,107 @@
+"""Judges: one call through the same adapters and shared limiter as the tested models, and a judging
+round (every configured judge once, with bounded parse retries), every try kept as a Judgement row."""
+
+from __future__ import annotations
+
+import time
+
+from sqlmodel import Session
+
+from afpbench.reference.hashing import text_sha256
+from afpbench.scoring.judge import Judgement, JudgementError, build_judge_messages, read_judgement
+from afpbench.workers.errors import JudgeUnavailable
+from afpbench.workers.limits.base import pool_of
+from afpbench.workers.limits.shared import get_limiter
+from afpbench.workers.providers.endpoints import endpoint_for
+from afpbench.workers.providers.registry import adapter_for
+from afpbench.workers.providers.types import ChatRequest, OutcomeClass
+from afpbench.workers.store.models import Cell
+from afpbench.workers.store.models import Judgement as JudgementRow
+from afpbench.workers.sweeps.inputs import SweepInputs
+from afpbench.workers.sweeps.spec import ModelSpec
+
+
+def call_judge(judge: ModelSpec, messages: list[dict], cell_key: str) -> tuple[str | None, str | None]:
+    """One judge call through the shared limiter; returns (raw text, error)."""
+    endpoint = endpoint_for(judge)
+    pool = pool_of(endpoint)
+    limiter = get_limiter()
+    deadline = time.monotonic() + 60
+    grant = limiter.acquire(pool, judge.limits, sum(len(m["content"]) for m in messages) // 4 + 1024)
+    while not grant.granted:
+        if time.monotonic() > deadline:
+            raise JudgeUnavailable(f"judge {judge.display}: rate limit wait exceeded 60 s")
+        time.sleep(min(grant.wait_s, 2.0))
+        grant = limiter.acquire(pool, judge.limits, 0)
+    try:
+        result = adapter_for(judge.provider).call(
+            endpoint, ChatRequest(messages, [], {"X-Afpbench-Cell": cell_key})
+        )
+    finally:
+        limiter.release(pool, grant.lease)
+    if result.outcome in (OutcomeClass.rate_limited, OutcomeClass.overloaded):
+        limiter.cool_down(pool, result.retry_after_s or 1.0)
+    if result.outcome not in (OutcomeClass.answer, OutcomeClass.truncated):
+        return None, f"{result.outcome.value}: {result.error or ''}".strip()
+    return result.text or "", None
+
+
+def judge_round(
+    session: Session,
+    cell: Cell,
+    inputs: SweepInputs,
+    judges: list[ModelSpec],
+    response: str,
+    originated: list[str],
+    scoring_run: int,
+    judge_round: int,
+) -> tuple[list[Judgement], int]:
+    """Every configured judge once (with bounded parse retries); rows stored; returns (usable, failures)."""
+    fixture = inputs.fixtures[cell.fixture_id]
+    fatal_ids = fixture.fatal_ids()
+    messages = build_judge_messages(
+        fixture, response, inputs.judge_prompt, originated, swapped=judge_round == 2
+    )
+    prompt_hash = text_sha256(inputs.judge_prompt)
+
+    def row(judge: ModelSpec, raw: str | None, parsed: dict | None, parse_error: str | None) -> JudgementRow:
+        """Every try is kept: the raw text, and either the parsed judgement or why it is unusable."""
+        return JudgementRow(
+            cell_id=cell.id, scoring_run=scoring_run, judge_label=judge.display, judge_round=judge_round,
+            prompt_sha256=prompt_hash, raw_text=raw, parsed=parsed, parse_error=parse_error,
+            simulated=judge.simulated,
+        )
+
+    usable: list[Judgement] = []
+    failures = 0
+    for judge in judges:
+        parsed: Judgement | JudgementError | None = None
+        infra_errors = 0
+        for _ in range(inputs.spec.dispute_rule.max_parse_retries + 1):
+            raw, error = call_judge(judge, messages, f"{cell.key}|judge{judge_round}")
+            if error:
+                infra_errors += 1
+                session.add(row(judge, None, None, f"judge call failed: {error}"))
+                continue
+            parsed = read_judgement(raw, fatal_ids, response)
+            if isinstance(parsed, Judgement):
+                session.add(row(judge, raw, _judgement_json(parsed), None))
+                break
+            session.add(row(judge, raw, None, parsed.reason))
+        if infra_errors and parsed is None:
+            raise JudgeUnavailable(f"judge {judge.display} unavailable: {infra_errors} failed calls")
+        if isinstance(parsed, Judgement):
+            usable.append(parsed)
+        else:
+            failures += 1
+    return usable, failures
+
+
+def _judgement_json(j: Judgement) -> dict:
+    return {
+        "scores": j.scores,
+        "rationales": j.rationales,
+        "fatal_flags": j.fatal_flags,
+        "quotes": j.quotes,
+        "total": j.total,
+    }

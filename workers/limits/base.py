@@ -1,0 +1,59 @@
+"""Per-provider-pool rate limits shared by every worker: the pool key and the limiter interface.
+
+A pool is provider + base URL + a fingerprint of the key (never the key). A check either grants a
+request (with a lease on an in-flight slot) or says how long to wait; a waiting task gives its worker
+slot back and retries after that delay instead of sleeping. Two implementations keep the same rules:
+in_memory.py (embedded mode) and in_redis.py (atomic across machines).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from afpbench.workers.providers.types import Endpoint, key_for_quiet
+from afpbench.workers.sweeps.spec import Limits
+
+
+def pool_key(provider: str, base_url: str, api_key: str | None) -> str:
+    fingerprint = hashlib.sha256(api_key.encode()).hexdigest()[:8] if api_key else "nokey"
+    return f"{provider}|{base_url}|{fingerprint}"
+
+
+def pool_of(endpoint: Endpoint) -> str:
+    """The pool an endpoint's calls count against: models and judges on one key and URL share it."""
+    return pool_key(endpoint.provider, endpoint.base_url, key_for_quiet(endpoint))
+
+
+@dataclass(frozen=True)
+class Grant:
+    """granted: go now. Otherwise wait `wait_s`; when `prepaid`, the rate budget for that moment is
+    already reserved (the caller comes back with prepaid=True and only cool-down and the in-flight cap
+    are checked again). Reserving slots in time is what keeps many waiting tasks from stampeding the
+    bucket each time a token refills."""
+
+    granted: bool
+    wait_s: float = 0.0
+    lease: str | None = None
+    reason: str = ""
+    prepaid: bool = False
+
+
+class Limiter:
+    def acquire(
+        self, pool: str, limits: Limits, tokens: int = 0, *, reserve_s: float = 0.0, prepaid: bool = False
+    ) -> Grant:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def release(
+        self, pool: str, lease: str | None, tokens_estimated: int = 0, tokens_used: int | None = None
+    ) -> None:
+        raise NotImplementedError  # pragma: no cover - interface
+
+    def cool_down(self, pool: str, seconds: float) -> None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def refund(self, pool: str, limits: Limits, tokens: int = 0) -> None:  # pragma: no cover - interface
+        """Give back a granted request that was never sent (a duplicate message lost the claim), so
+        copies of one cell do not spend the pool's rate budget several times."""
+        raise NotImplementedError

@@ -1,0 +1,63 @@
+"""The one table of providers: every fact about a provider name lives here.
+
+Spec validation, the adapter registry, endpoint defaults, the Celery execution queues, limiter pools
+and the cost rules all read this table. A provider's *family* is the wire protocol it speaks and the
+execution queue its cells go to (`exec.<family>`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from afpbench.workers.errors import UnknownProvider
+
+
+@dataclass(frozen=True)
+class Provider:
+    name: str
+    family: str  # openai | anthropic | gemini | sim: wire protocol, adapter and execution queue
+    default_base_url: str | None  # None: the spec must give base_url (sim: AFP_SIM_URL)
+    auth_header: str = "Authorization"  # openai family only; Azure's v1 API takes "api-key"
+    simulated: bool = False
+
+
+FAMILIES = ("openai", "anthropic", "gemini", "sim")
+
+PROVIDERS: dict[str, Provider] = {
+    p.name: p
+    for p in (
+        Provider("openai", "openai", "https://api.openai.com/v1"),
+        Provider("openai-compatible", "openai", None),
+        Provider("vllm", "openai", None),
+        Provider("ollama", "openai", "http://127.0.0.1:11434/v1"),
+        Provider("openrouter", "openai", "https://openrouter.ai/api/v1"),
+        Provider("groq", "openai", None),
+        Provider("azure-openai", "openai", None, auth_header="api-key"),  # {resource}/openai/v1
+        Provider("anthropic", "anthropic", "https://api.anthropic.com"),
+        Provider("gemini", "gemini", "https://generativelanguage.googleapis.com"),
+        # The simulated provider speaks Chat Completions; its output is labelled simulated everywhere.
+        Provider("sim", "sim", None, simulated=True),
+    )
+}
+
+
+def provider(name: str) -> Provider:
+    """The provider for a name (case-insensitive; "openai-compatible:groq" style names select the part
+    before the colon)."""
+    key = name.strip().lower()
+    found = PROVIDERS.get(key) or PROVIDERS.get(key.split(":", 1)[0])
+    if found is None:
+        raise UnknownProvider(f"unknown provider {name!r}; known: {', '.join(known_providers())}")
+    return found
+
+
+def known_providers() -> list[str]:
+    return sorted(PROVIDERS)
+
+
+def exec_queue(family: str) -> str:
+    """The execution queue of a provider family."""
+    return f"exec.{family}"
+
+
+EXEC_QUEUES = tuple(exec_queue(f) for f in FAMILIES)

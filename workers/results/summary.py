@@ -1,0 +1,127 @@
+"""The sweep summary's typed contract: what aggregation computes, the Aggregate row stores (as
+`summary.model_dump(mode="json")`), and the report, the bundle and the HTTP API read.
+
+The rate, score, token and comparison shapes are pure and live in scoring/rates.py and
+scoring/measures.py; this module adds the labels (model, condition, fixture) and the sweep's own facts
+around them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, TypeVar
+
+from pydantic import Field, JsonValue
+
+from afpbench.scoring.measures import Dimensions, FatalByCriterion, OutputTokens, TokenCounts
+from afpbench.scoring.rates import Contract, HighRiskReadiness, NoPairs, PairedTest, RateBlock
+from afpbench.workers.sweeps.spec import Prices
+
+Row = TypeVar("Row", bound=RateBlock)
+
+
+def labelled(row: type[Row], block: RateBlock, **labels: str | bool) -> Row:
+    """A rate block with its labels beside it (the JSON rows are flat)."""
+    return row.model_validate({**labels, **block.model_dump()})
+
+
+class ConditionRow(RateBlock):
+    condition: str
+
+
+class ModelConditionRow(RateBlock):
+    model_hash: str
+    model: str = Field(description="the model's display label")
+    condition: str
+
+
+class FixtureConditionRow(RateBlock):
+    fixture_id: str
+    fixture_version: str
+    condition: str
+    high_risk: bool
+
+
+class ModelEntry(Contract):
+    model_hash: str
+    model: str
+    provider: str
+    simulated: bool
+
+
+class CostRow(Contract):
+    model: str
+    model_hash: str
+    attempts: int
+    tokens: TokenCounts
+    usd: float | None = Field(description="None for a model the spec does not declare")
+    prices: Prices | None
+
+
+class Cost(Contract):
+    by_model: list[CostRow]
+    sweep_usd: float
+    rule: str
+
+
+class ComparisonHead(Contract):
+    model: str
+    model_hash: str
+    comparison: str = Field(description='"<first> vs <second>"')
+    first: str
+    second: str
+
+
+class PendingComparison(ComparisonHead):
+    status: Literal["pending"] = "pending"
+    reading: str
+
+
+class UnpairedComparison(NoPairs, ComparisonHead):
+    pass
+
+
+class PairedComparison(PairedTest, ComparisonHead):
+    pass
+
+
+Comparison = Annotated[PendingComparison | UnpairedComparison | PairedComparison, Field(discriminator="status")]
+
+
+def comparison(head: ComparisonHead, test: NoPairs | PairedTest) -> UnpairedComparison | PairedComparison:
+    """The paired test of one model under two conditions, with the head that names them."""
+    fields = {**head.model_dump(), **test.model_dump()}
+    if isinstance(test, PairedTest):
+        return PairedComparison.model_validate(fields)
+    return UnpairedComparison.model_validate(fields)
+
+
+class SweepSummary(Contract):
+    """The whole summary of one sweep: pass rates with exact intervals, excluded states beside them,
+    scores, tokens, cost, high-risk readiness and paired comparisons."""
+
+    sweep_id: str
+    name: str
+    status: str
+    complete: bool = Field(description="every cell is done and the sweep is complete")
+    interim: bool
+    simulated: bool
+    simulated_parts: list[Literal["models", "judges"]]
+    seal_hash: str | None
+    afpbench_version: str | None
+    computed_at: str = Field(description="ISO 8601, UTC, to the second")
+    pass_rule: dict[str, JsonValue] | None = Field(description="as sealed in the spec")
+    notices: list[str]
+    conditions: list[str]
+    models: list[ModelEntry]
+    cells: int
+    unfinished: int
+    totals: RateBlock
+    by_condition: list[ConditionRow]
+    by_model_condition: list[ModelConditionRow] = Field(description="ordered by model label")
+    by_fixture_condition: list[FixtureConditionRow]
+    dimensions: Dimensions
+    fatal_by_criterion: FatalByCriterion
+    output_tokens: OutputTokens
+    cost: Cost
+    high_risk: HighRiskReadiness
+    comparisons: list[Comparison]
