@@ -24,6 +24,11 @@ class OutcomeClass(StrEnum):
     auth_error = "auth_error"
     not_found = "not_found"
     truncated = "truncated"
+    # Billing or quota exhausted (OpenAI 429 insufficient_quota and the other providers' equivalents):
+    # waiting does not help, so the model stops like an auth error.
+    quota_exhausted = "quota_exhausted"
+    # The prompt does not fit the model's context: that cell cannot run, the model's other cells can.
+    context_too_long = "context_too_long"
 
 
 @dataclass(frozen=True)
@@ -95,6 +100,8 @@ class AdapterResult:
     latency_ms: float = 0.0
     error: str | None = None
     reasoning_params: dict = field(default_factory=dict)
+    # The provider's own retry advice when it gives one (Anthropic's `x-should-retry`); None: no advice.
+    should_retry: bool | None = None
 
 
 def base_url_of(endpoint: Endpoint) -> str:
