@@ -20,6 +20,7 @@ import pytest
 from afpbench.workers.providers.registry import adapter_for
 from afpbench.workers.providers.transport import close_thread_sessions, session_for
 from afpbench.workers.providers.types import ChatRequest, Endpoint, OutcomeClass
+from tests.unit.test_provider_classification import expected_class
 
 SAMPLES_DIR = Path(
     os.environ.get("AFP_PROVIDER_SAMPLES")
@@ -163,7 +164,7 @@ def test_replayed_sample_classified_over_http(server, path):
     result = adapter_for(family_of(sample["provider"])).call(
         endpoint(family_of(sample["provider"]), base), REQUEST
     )
-    assert result.outcome == OutcomeClass(sample["expected_class"]), result.error
+    assert result.outcome == expected_class(path, sample), result.error
     assert result.http_status == sample["status"]
     assert result.latency_ms > 0
     assert_no_key_stored(result)

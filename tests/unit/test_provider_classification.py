@@ -39,6 +39,18 @@ CALCULATOR_TOOL = {
     },
 }
 
+# Where afpbench classes a recording differently from the recorder's label (each sample's notes call
+# these judgment calls): waiting will not help a billing 429, and an over-long prompt fails that cell only.
+PROJECT_CLASS = {
+    "openai-responses-429-insufficient_quota-1": OutcomeClass.quota_exhausted,
+    "openai-chat-context_length-1": OutcomeClass.context_too_long,
+}
+
+
+def expected_class(path: Path, sample: dict) -> OutcomeClass:
+    return PROJECT_CLASS.get(path.stem) or OutcomeClass(sample["expected_class"])
+
+
 OPENAI = adapter_for("openai")
 ANTHROPIC = adapter_for("anthropic")
 GEMINI = adapter_for("gemini")
@@ -69,7 +81,8 @@ def test_recorded_sample_classified_as_expected(path):
     """Every recorded response lands in its documented outcome class (what decides whether an
     attempt is scored, rerun as INFRA_ERROR, or recorded as PROVIDER_BLOCK)."""
     sample = load_sample(path)
-    expected = OutcomeClass(sample["expected_class"])  # also validates the sample's class name
+    OutcomeClass(sample["expected_class"])  # validates the sample's class name
+    expected = expected_class(path, sample)
     result = adapter_for(family_of(sample["provider"])).parse(
         sample["status"], sample["headers"], body_text_of(sample)
     )
@@ -300,7 +313,8 @@ def test_openai_200_with_error_object_is_not_an_answer():
         (301, "auth_error"),
         (408, "infra_error"),
         (410, "not_found"),
-        (413, "auth_error"),
+        (413, "context_too_long"),
+        (402, "quota_exhausted"),
         (502, "infra_error"),
         (403, "auth_error"),
     ],
@@ -465,3 +479,108 @@ def test_missing_key_names_variable_not_value(monkeypatch):
     result = OPENAI.call(ep, ChatRequest([{"role": "user", "content": "hi"}], []))
     assert result.outcome == OutcomeClass.auth_error and "AFP_ABSENT_KEY" in result.error
     assert key_for(Endpoint("ollama", "m", "http://h/v1", None, {})) is None
+
+
+# --- provider semantics: quota, over-long prompts, retry advice (documented shapes) ---------------
+
+
+@pytest.mark.parametrize(
+    "adapter,status,body",
+    [
+        pytest.param(OPENAI, 429, {"error": {"type": "insufficient_quota", "code": None,
+                                             "message": "You exceeded your current quota."}}, id="openai-type-only"),
+        pytest.param(OPENAI, 429, {"error": {"code": "rate_limit_exceeded", "type": "requests", "message":
+                     "Rate limit reached for gpt-4 on requests per day (RPD): Limit 10000, Used 10000."}},
+                     id="openai-per-day"),
+        pytest.param(OPENAI, 402, {"error": {"code": 402, "message": "Insufficient credits."}}, id="openrouter-402"),
+        pytest.param(ANTHROPIC, 400, {"type": "error", "error": {"type": "invalid_request_error", "message":
+                     "Your credit balance is too low to access the Anthropic API."}}, id="anthropic-credit"),
+        pytest.param(ANTHROPIC, 402, {"type": "error", "error": {"type": "billing_error", "message": "billing"}},
+                     id="anthropic-billing-error"),
+        pytest.param(ANTHROPIC, 400, {"type": "error", "error": {"type": "invalid_request_error", "message":
+                     "You have reached your specified API usage limits. You will regain access on 2026-01-01."}},
+                     id="anthropic-usage-limits"),
+        pytest.param(GEMINI, 429, {"error": {"code": 429, "status": "RESOURCE_EXHAUSTED", "message":
+                     "You exceeded your current quota, please check your plan and billing details.",
+                     "details": [{"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [
+                         {"quotaId": "GenerateRequestsPerDayPerProjectPerModel-FreeTier"}]}]}}, id="gemini-per-day"),
+        pytest.param(GEMINI, 429, {"error": {"code": 429, "status": "RESOURCE_EXHAUSTED", "message":
+                     "Quota exceeded for metric: generate_content_free_tier_requests, limit: 0"}}, id="gemini-limit-0"),
+    ],
+)
+def test_billing_or_quota_answers_are_quota_exhausted(adapter, status, body):
+    """Rule: billing/quota refusals stop the model (waiting will not help); the error line says so."""
+    result = adapter.parse(status, {}, json.dumps(body))
+    assert result.outcome == OutcomeClass.quota_exhausted, result.error
+    assert "waiting will not help" in result.error or status == 402
+
+
+def test_a_per_minute_gemini_quota_with_billing_wording_is_a_rate_limit():
+    """Rule: Gemini words per-minute limits like billing ones; its QuotaFailure details decide."""
+    body = {"error": {"code": 429, "status": "RESOURCE_EXHAUSTED", "message":
+            "You exceeded your current quota, please check your plan and billing details.",
+            "details": [{"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [
+                {"quotaId": "GenerateRequestsPerMinutePerProjectPerModel-FreeTier"}]},
+                {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "37s"}]}}
+    result = GEMINI.parse(429, {}, json.dumps(body))
+    assert result.outcome == OutcomeClass.rate_limited and result.retry_after_s == 37.0
+
+
+@pytest.mark.parametrize(
+    "adapter,status,body",
+    [
+        pytest.param(OPENAI, 400, {"object": "error", "type": "BadRequestError", "code": 400, "message":
+                     "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens."},
+                     id="vllm-top-level-message"),
+        pytest.param(OPENAI, 400, {"error": {"code": 400, "type": "exceed_context_size_error",
+                     "message": "the request exceeds the available context size"}}, id="llama-cpp"),
+        pytest.param(OPENAI, 413, {"error": {"code": "rate_limit_exceeded", "type": "tokens",
+                     "message": "Request too large for model on tokens per minute (TPM)"}}, id="groq-413"),
+        pytest.param(ANTHROPIC, 400, {"type": "error", "error": {"type": "invalid_request_error",
+                     "message": "prompt is too long: 212000 tokens > 200000 maximum"}}, id="anthropic-prompt-long"),
+        pytest.param(ANTHROPIC, 413, {"type": "error", "error": {"type": "request_too_large",
+                     "message": "Request exceeds the maximum allowed number of bytes."}}, id="anthropic-413"),
+        pytest.param(GEMINI, 400, {"error": {"code": 400, "status": "INVALID_ARGUMENT", "message":
+                     "The input token count (1300000) exceeds the maximum number of tokens allowed (1048576)."}},
+                     id="gemini-input-tokens"),
+    ],
+)
+def test_over_long_prompts_are_context_too_long(adapter, status, body):
+    """Rule: a prompt that does not fit fails that cell only (context_too_long), it does not stop the model."""
+    assert adapter.parse(status, {}, json.dumps(body)).outcome == OutcomeClass.context_too_long
+
+
+def test_a_429_advising_a_shorter_prompt_is_still_a_rate_limit():
+    """Anthropic's 429 says "reduce the prompt length ... or try again later": a rate, not a context error."""
+    body = {"type": "error", "error": {"type": "rate_limit_error", "message":
+            "Please reduce the prompt length or the maximum tokens requested, or try again later."}}
+    assert ANTHROPIC.parse(429, {"retry-after": "3"}, json.dumps(body)).outcome == OutcomeClass.rate_limited
+
+
+def test_gemini_api_key_invalid_detail_is_auth_error():
+    info = {"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "API_KEY_INVALID"}
+    body = {"error": {"code": 400, "status": "INVALID_ARGUMENT", "message": "API key not valid.", "details": [info]}}
+    assert GEMINI.parse(400, {}, json.dumps(body)).outcome == OutcomeClass.auth_error
+
+
+@pytest.mark.parametrize("value,expected", [("false", False), ("true", True), ("TRUE", True), ("maybe", None)])
+def test_x_should_retry_header_is_read_into_should_retry(value, expected):
+    """Rule: the provider's own retry advice (Anthropic `x-should-retry`) reaches the retry policy."""
+    body = {"type": "error", "error": {"type": "api_error", "message": "Internal server error"}}
+    assert ANTHROPIC.parse(500, {"X-Should-Retry": value}, json.dumps(body)).should_retry is expected
+    assert ANTHROPIC.parse(500, {}, json.dumps(body)).should_retry is None
+
+
+@pytest.mark.parametrize(
+    "provider,base_url,model,url",
+    [
+        ("anthropic", "https://api.anthropic.com/v1/", "claude-x", "https://api.anthropic.com/v1/messages"),
+        ("gemini", "https://generativelanguage.googleapis.com/v1beta", "models/gemini-x",
+         "https://generativelanguage.googleapis.com/v1beta/models/gemini-x:generateContent"),
+        ("openai", "http://h/v1/chat/completions", "m", "http://h/v1/chat/completions"),
+    ],
+)
+def test_build_accepts_a_base_url_that_already_names_the_api_root(monkeypatch, provider, base_url, model, url):
+    monkeypatch.setenv("AFP_T_KEY", "k" * 20)
+    prepared = adapter_for(provider).build(Endpoint(provider, model, base_url, "AFP_T_KEY"), ChatRequest([]))
+    assert prepared.url == url

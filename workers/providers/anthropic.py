@@ -21,6 +21,7 @@ from afpbench.workers.providers.classify import (
     normalize_headers,
     status_class,
 )
+from afpbench.workers.providers.semantics import is_billing_message, is_context_error
 from afpbench.workers.providers.types import (
     AdapterResult,
     ChatRequest,
@@ -47,6 +48,12 @@ _TYPE_CLASS = {
     "not_found_error": OutcomeClass.not_found,
     "api_error": OutcomeClass.infra_error,
 }
+
+
+def api_root(base_url: str) -> str:
+    """The versioned root (/v1) under which /messages and /models live; base_url may or may not name it."""
+    base = base_url.rstrip("/")
+    return base if base.endswith("/v1") else base + "/v1"
 
 
 def _tool_input(call: dict) -> dict:
@@ -109,8 +116,7 @@ class AnthropicAdapter(Adapter):
 
     def build(self, endpoint: Endpoint, request: ChatRequest) -> PreparedCall:
         key = key_for(endpoint)
-        base = base_url_of(endpoint)
-        url = base + ("/messages" if base.endswith("/v1") else "/v1/messages")
+        url = api_root(base_url_of(endpoint)) + "/messages"
         headers = {
             "Content-Type": "application/json",
             "anthropic-version": API_VERSION,
@@ -219,6 +225,15 @@ class AnthropicAdapter(Adapter):
         message = err.get("message") if isinstance(err, dict) else snippet
         outcome = _TYPE_CLASS.get(err_type) if (status < 300 or err_type == "overloaded_error") else None
         outcome = outcome or status_class(status) or OutcomeClass.infra_error
+        if err_type == "billing_error" or (
+            err_type in ("invalid_request_error", "permission_error") and is_billing_message(message)
+        ):
+            # "Your credit balance is too low", "You have reached your specified API usage limits":
+            # a 400 or 403 today, but waiting will not help.
+            outcome = OutcomeClass.quota_exhausted
+            message = f"quota exhausted, waiting will not help: {message or ''}"
+        elif is_context_error(status, err_type, message):
+            outcome = OutcomeClass.context_too_long  # "prompt is too long: 212000 tokens > 200000 maximum"
         return assemble(
             outcome,
             status,

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
+from afpbench.workers.providers.semantics import should_retry_from
 from afpbench.workers.providers.types import AdapterResult, OutcomeClass, ToolCall, Usage
 from afpbench.workers.redact import mask_known, mask_secrets, scrub_headers
 
@@ -77,7 +78,11 @@ def status_class(status: int) -> OutcomeClass | None:
         return OutcomeClass.rate_limited
     if status == 529:
         return OutcomeClass.overloaded
-    if status in (401, 402, 403, 407):
+    if status == 402:  # Payment Required: credits or billing (OpenRouter, Anthropic billing_error)
+        return OutcomeClass.quota_exhausted
+    if status == 413:  # this request is too large for the endpoint; smaller ones may pass
+        return OutcomeClass.context_too_long
+    if status in (401, 403, 407):
         return OutcomeClass.auth_error
     if status in (404, 410):
         return OutcomeClass.not_found
@@ -234,6 +239,7 @@ def assemble(
         headers={k: mask_secrets(v, secrets) for k, v in relevant_headers(norm).items()},
         raw_body=mask_secrets(body_text, secrets),
         error=mask_secrets(error, secrets) if error else None,
+        should_retry=should_retry_from(norm),
     )
 
 

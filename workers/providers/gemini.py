@@ -7,6 +7,7 @@ request. Tool calls are detected from functionCall parts: Gemini reports finishR
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -21,6 +22,7 @@ from afpbench.workers.providers.classify import (
     parse_duration,
     status_class,
 )
+from afpbench.workers.providers.semantics import gemini_quota_exhausted, is_context_error
 from afpbench.workers.providers.types import (
     AdapterResult,
     ChatRequest,
@@ -49,6 +51,20 @@ _BLOCK_FINISH = frozenset(
     }
 )
 _ANSWER_FINISH = frozenset({"STOP", "MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL", None})
+
+
+_VERSIONED = re.compile(r"/v1(alpha|beta)?$")
+
+
+def api_root(base_url: str) -> str:
+    """The versioned root (default /v1beta) under which /models/{model} lives; base_url may name it."""
+    base = base_url.rstrip("/")
+    return base if _VERSIONED.search(base) else base + "/v1beta"
+
+
+def model_id(model: str) -> str:
+    """The model's id in a URL: Gemini's listing names models `models/x`, the URL wants `x`."""
+    return model.removeprefix("models/")
 
 
 def _function_response(content: str | None) -> dict:
@@ -126,15 +142,20 @@ def _retry_delay(err: dict) -> float | None:
     return None
 
 
+def _error_reason(err: dict) -> str | None:
+    """google.rpc.ErrorInfo.reason (e.g. API_KEY_INVALID) from error.details, if any."""
+    for detail in err.get("details") or []:
+        if isinstance(detail, dict) and str(detail.get("@type", "")).endswith("ErrorInfo"):
+            return str(detail.get("reason") or "") or None
+    return None
+
+
 class GeminiAdapter(Adapter):
     name = "gemini"
 
     def build(self, endpoint: Endpoint, request: ChatRequest) -> PreparedCall:
         key = key_for(endpoint)
-        base = base_url_of(endpoint)
-        model = endpoint.model.removeprefix("models/")
-        prefix = base if base.endswith("/v1beta") else base + "/v1beta"
-        url = f"{prefix}/models/{model}:generateContent"
+        url = f"{api_root(base_url_of(endpoint))}/models/{model_id(endpoint.model)}:generateContent"
         headers = {"Content-Type": "application/json", **request.extra_headers}
         if key is not None:
             headers["x-goog-api-key"] = key
@@ -264,6 +285,13 @@ class GeminiAdapter(Adapter):
         outcome = status_class(effective) or OutcomeClass.infra_error
         if effective == 503 and "overloaded" in str(message).lower():
             outcome = OutcomeClass.overloaded
+        elif code == "RESOURCE_EXHAUSTED" and gemini_quota_exhausted(err):
+            outcome = OutcomeClass.quota_exhausted
+            message = f"quota exhausted, waiting will not help: {message or ''}"
+        elif _error_reason(err) == "API_KEY_INVALID":
+            outcome = OutcomeClass.auth_error  # Gemini answers a bad key with 400 INVALID_ARGUMENT, not 401
+        elif is_context_error(effective, code, message):
+            outcome = OutcomeClass.context_too_long  # "The input token count (N) exceeds the maximum ..."
         return assemble(
             outcome,
             status,

@@ -21,6 +21,7 @@ from afpbench.workers.providers.classify import (
     status_class,
     tool_call_from_raw,
 )
+from afpbench.workers.providers.semantics import is_context_error, is_quota_error
 from afpbench.workers.providers.types import (
     AdapterResult,
     ChatRequest,
@@ -40,6 +41,16 @@ _REASONING_KEYS = ("reasoning_effort", "reasoning", "thinking", "enable_thinking
 # prompt flagged by its safety system).
 _BLOCK_CODES = frozenset({"content_filter", "content_policy_violation", "invalid_prompt"})
 _NOT_FOUND_CODES = frozenset({"model_not_found"})
+
+
+def api_root(base_url: str) -> str:
+    """Where /chat/completions and /models live; a base_url naming the chat endpoint itself is accepted."""
+    return base_url.rstrip("/").removesuffix("/chat/completions")
+
+
+def auth_headers(auth_header: str, key: str) -> dict[str, str]:
+    """Bearer auth, or the key alone in a provider's own header (Azure's `api-key`, families.py)."""
+    return {auth_header: f"Bearer {key}" if auth_header == "Authorization" else key}
 
 
 def _message_to_openai(msg: dict) -> dict:
@@ -123,11 +134,10 @@ class OpenAICompatAdapter(Adapter):
 
     def build(self, endpoint: Endpoint, request: ChatRequest) -> PreparedCall:
         key = key_for(endpoint)
-        base = base_url_of(endpoint)
-        url = base if base.endswith("/chat/completions") else base + "/chat/completions"
+        url = api_root(base_url_of(endpoint)) + "/chat/completions"
         headers = {"Content-Type": "application/json", **request.extra_headers}
         if key is not None:
-            headers[self.auth_header] = f"Bearer {key}" if self.auth_header == "Authorization" else key
+            headers.update(auth_headers(self.auth_header, key))
         body: dict[str, Any] = {k: v for k, v in endpoint.params.items() if k not in _RESERVED}
         body["model"] = endpoint.model
         body["messages"] = [_message_to_openai(m) for m in request.messages]
@@ -226,6 +236,8 @@ class OpenAICompatAdapter(Adapter):
                 code = "content_filter"
         elif isinstance(err, str):
             message = err
+        elif isinstance(body, dict) and isinstance(body.get("message"), str):
+            message = body["message"]  # vLLM's older shape: {"object": "error", "message": ..., "code": 400}
         elif body_text:
             message = body_snippet(body_text, secrets=secrets)
         # Some proxies answer 200 with an error object; an int code there is the real status.
@@ -233,13 +245,17 @@ class OpenAICompatAdapter(Adapter):
         if status < 300:
             effective = code if isinstance(code, int) and code >= 300 else 502
         outcome = status_class(effective) or OutcomeClass.infra_error
+        err_type = err.get("type") if isinstance(err, dict) else None
         if code in _BLOCK_CODES and effective == 400:
             outcome = OutcomeClass.provider_block
         elif code in _NOT_FOUND_CODES:
             outcome = OutcomeClass.not_found
-        elif code == "insufficient_quota":
-            # Still rate_limited (HTTP says so), but say up front that waiting will not help.
-            message = f"billing quota exhausted, waiting will not help: {message or ''}"
+        elif is_quota_error(effective, code, message) or is_quota_error(effective, err_type, None):
+            # HTTP says 429 for OpenAI's insufficient_quota, but the message says waiting will not help.
+            outcome = OutcomeClass.quota_exhausted
+            message = f"quota exhausted, waiting will not help: {message or ''}"
+        elif is_context_error(effective, code, message) or is_context_error(effective, err_type, None):
+            outcome = OutcomeClass.context_too_long
         return assemble(
             outcome, status, norm, body_text, secrets, error=error_line(status, code, message, secrets)
         )
