@@ -19,6 +19,8 @@ class Provider:
     default_base_url: str | None  # None: the spec must give base_url (sim: AFP_SIM_URL)
     auth_header: str = "Authorization"  # openai family only; Azure's v1 API takes "api-key"
     simulated: bool = False
+    # Whether GET /models names what a request's `model` may be (Azure's names base models, not deployments).
+    lists_models: bool = True
 
 
 FAMILIES = ("openai", "anthropic", "gemini", "sim")
@@ -32,7 +34,7 @@ PROVIDERS: dict[str, Provider] = {
         Provider("ollama", "openai", "http://127.0.0.1:11434/v1"),
         Provider("openrouter", "openai", "https://openrouter.ai/api/v1"),
         Provider("groq", "openai", None),
-        Provider("azure-openai", "openai", None, auth_header="api-key"),  # {resource}/openai/v1
+        Provider("azure-openai", "openai", None, auth_header="api-key", lists_models=False),  # {resource}/openai/v1
         Provider("anthropic", "anthropic", "https://api.anthropic.com"),
         Provider("gemini", "gemini", "https://generativelanguage.googleapis.com"),
         # The simulated provider speaks Chat Completions; its output is labelled simulated everywhere.
