@@ -2,7 +2,8 @@
 
 Every known failure (bad fixture, bad spec, unknown provider, unreachable endpoint, refused key...)
 ends as one line on stderr naming what is wrong, and exit status 2; nothing is half-written because
-a sweep and its cells are created in one transaction after every check has passed.
+a sweep and its cells are created in one transaction after every check has passed. A run that
+finishes with cells excluded for configuration reasons exits 3 (README, "Exit status").
 """
 
 from __future__ import annotations
@@ -83,6 +84,19 @@ def run(
         typer.echo(json.dumps(summary, indent=2))
     else:
         wide_console().print(summary_table(summary))
+    _exit_status(sweep_id)
+
+
+def _exit_status(sweep_id: str) -> None:
+    """0 only when every cell has a model-quality result or was excluded for what the model, the
+    fixture or the scoring rules produced; 3 (one line saying why) when cells were excluded for
+    configuration or infrastructure reasons (workers/results/exclusions.py)."""
+    from afpbench.workers.errors import ExcludedForConfiguration
+    from afpbench.workers.results.exclusions import configuration_exclusions
+
+    excluded = configuration_exclusions(sweep_id)
+    if excluded:
+        raise ExcludedForConfiguration(f"sweep {sweep_id}: {excluded.line()}")
 
 
 def wide_console() -> Console:

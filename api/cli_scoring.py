@@ -160,11 +160,23 @@ def register(app: typer.Typer) -> None:
             report = run_calibration(spec, fixtures_dir)
         if as_json:
             typer.echo(json.dumps(report.__dict__, indent=2, default=str))
-            return
-        label = " (SIMULATED judge)" if report.simulated else ""
-        typer.echo(f"judge {report.judge}{label}: {report.items} responses, {report.unparseable} unparseable")
-        for dim, share in report.exact_by_dimension.items():
-            typer.echo(f"  exact match {dim}: {share:.0%}")
-        kappa = "undefined" if report.kappa is None else f"{report.kappa:.3f}"
-        agreement = "n/a" if report.pass_fail_agreement is None else f"{report.pass_fail_agreement:.0%}"
-        typer.echo(f"  pass/fail agreement {agreement}; Cohen's kappa {kappa}")
+        else:
+            _print_calibration(report)
+        why = report.could_not_judge()
+        if why:
+            from afpbench.workers.errors import ExcludedForConfiguration
+
+            raise ExcludedForConfiguration(f"calibration could not judge (exit 3): {why}")
+
+
+def _print_calibration(report) -> None:
+    label = " (SIMULATED judge)" if report.simulated else ""
+    typer.echo(
+        f"judge {report.judge}{label}: {report.items} responses, {report.unparseable} unparseable, "
+        f"{report.failed_calls} failed calls"
+    )
+    for dim, share in report.exact_by_dimension.items():
+        typer.echo(f"  exact match {dim}: {share:.0%}")
+    kappa = "undefined" if report.kappa is None else f"{report.kappa:.3f}"
+    agreement = "n/a" if report.pass_fail_agreement is None else f"{report.pass_fail_agreement:.0%}"
+    typer.echo(f"  pass/fail agreement {agreement}; Cohen's kappa {kappa}")

@@ -22,6 +22,13 @@ class PreflightError(DependencyError):
     """An endpoint refused the preflight listing (unreachable, bad key, unknown model)."""
 
 
+class ExcludedForConfiguration(DependencyError):
+    """The command finished, but cells (or calibration items) were left without a model-quality result
+    for reasons outside the model's output: a stopped model, an unreachable judge, harness failures."""
+
+    exit_code = 3
+
+
 class DatabaseConfigError(AfpbenchError, ValueError):
     """AFP_DATABASE_URL cannot be used."""
 

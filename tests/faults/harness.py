@@ -83,7 +83,7 @@ def run_sweep(tmp_path: Path, spec: dict, *, threads: int = 4, env: dict | None 
     proc = afpbench(["run", str(spec_path), "--json", "--threads", str(threads)], tmp_path, env=env,
                     timeout=timeout)
     db = tmp_path / "afpbench.db"
-    if proc.returncode != 0 or not db.exists():
+    if proc.returncode not in (0, 3) or not db.exists():  # 3: finished, cells excluded
         return SweepRun(proc, db, None, [], [])
     cells = [CellRow(*r) for r in query(db, "select id, model_label, fixture_id, condition, repeat, phase, "
                                              "state, state_reason, attempts from cell order by id")]

@@ -117,7 +117,7 @@ def matrix(tmp_path_factory) -> SweepRun:
     finally:
         for s in sims.values():
             s.stop()
-    assert run.proc.returncode == 0, run.proc.stderr[-3000:]
+    assert run.proc.returncode == 3, run.proc.stderr[-3000:]  # finished, with INFRA_ERROR cells
     return run
 
 
@@ -213,7 +213,7 @@ def single_thread(tmp_path_factory) -> SweepRun:
                 "fixtures": {"only": ["P01", "P02", "P03"]}, "conditions": ["A"]}
         run = run_sweep(tmp, spec, threads=1)
         run.server = server  # type: ignore[attr-defined]
-    assert run.proc.returncode == 0, run.proc.stderr[-3000:]
+    assert run.proc.returncode == 3, run.proc.stderr[-3000:]  # finished, with stopped models
     return run
 
 
@@ -266,7 +266,7 @@ def test_refusal_at_preflight_stops_the_run_before_any_row(tmp_path, case):
     routes = {"r": fs.Route(fs.answer(), models_status=403) if case == "403-at-models"
               else fs.Route(fs.answer(), models_ids=["some-other-model"])}
     with fs.FaultServer(routes) as server:
-        provider = "openai-compatible" if case == "403-at-models" else "openai"  # only `openai` checks ids
+        provider = "openai-compatible" if case == "403-at-models" else "openai"
         spec = write_spec(tmp_path / "s.yaml", models=[
             {"provider": provider, "model": "m-r", "base_url": server.base_url("r")}], judges=[])
         line = one_line_error(afpbench(["run", str(spec)], tmp_path))

@@ -102,7 +102,7 @@ def canary_run(tmp_path_factory) -> tuple[SweepRun, Path, dict]:
                 "fixtures": {"only": ["P01", "P08"]}, "conditions": ["A"]}
         run = run_sweep(tmp, spec, threads=4, env=ENV)
         seen_keys = {s.authorization for s in server.httpd.seen}
-    assert run.proc.returncode == 0, run.proc.stderr[-3000:]
+    assert run.proc.returncode == 3, run.proc.stderr[-3000:]  # finished; echo-500 and echo-401 are INFRA_ERROR
     outputs = {"run": run.proc.stdout + run.proc.stderr}
     # `report --format html` through the CLI; the bundle holds the md and json renderings
     # (summary.md, summary.json) from the same renderer, so one report call is enough.

@@ -1,5 +1,10 @@
 """Judge calibration: run a judge over the simulator's canned responses, whose gold scores are declared,
-and report agreement: exact match per dimension and Cohen's kappa on pass/fail."""
+and report agreement: exact match per dimension and Cohen's kappa on pass/fail.
+
+The judge's endpoint is checked first with the same preflight as `run` (an unreachable judge, a refused
+key or an unknown model stops here). A call that fails later is counted apart from an answer that
+cannot be parsed: the first says nothing about the judge's quality, so a report with failed calls (or
+with no usable judgement at all) could not judge, and the CLI exits 3."""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ from afpbench.reference.loader import load_judge_prompt
 from afpbench.scoring.judge import Judgement, build_judge_messages, read_judgement
 from afpbench.scoring.verdict import PassRule
 from afpbench.workers.grading.judges import call_judge
+from afpbench.workers.providers.preflight import preflight
 from afpbench.workers.sim.canned import load_canned
 from afpbench.workers.sweeps.spec import ModelSpec
 
@@ -20,11 +26,27 @@ class CalibrationReport:
     judge: str
     simulated: bool
     items: int
-    unparseable: int
+    unparseable: int  # the judge answered, but not with a usable judgement
     exact_by_dimension: dict[str, float]
     pass_fail_agreement: float | None
     kappa: float | None
     rows: list[dict]
+    failed_calls: int = 0  # no answer at all (unreachable, refused, rate-limited, 5xx)
+
+    @property
+    def judged(self) -> int:
+        return self.items - self.unparseable - self.failed_calls
+
+    def could_not_judge(self) -> str | None:
+        """Why this report does not measure the judge, or None when it does."""
+        if self.failed_calls:
+            first = next((r["error"] for r in self.rows if r.get("call_failed")), "")
+            return f"judge {self.judge}: {self.failed_calls} of {self.items} calls failed ({first[:160]})"
+        if self.items and not self.judged:
+            return f"judge {self.judge}: none of {self.items} answers was a usable judgement"
+        if not self.items:
+            return f"judge {self.judge}: no canned response with gold scores to judge"
+        return None
 
 
 def cohens_kappa(pairs: list[tuple[bool, bool]]) -> float | None:
@@ -42,14 +64,19 @@ def cohens_kappa(pairs: list[tuple[bool, bool]]) -> float | None:
 
 
 def calibrate(
-    judge: ModelSpec, fixtures_dir: str | None = None, judge_prompt_path: str | None = None
+    judge: ModelSpec,
+    fixtures_dir: str | None = None,
+    judge_prompt_path: str | None = None,
+    check_endpoint: bool = True,
 ) -> CalibrationReport:
+    if check_endpoint:
+        preflight(judge)
     fixtures = {fx.id: fx for fx in load_fixtures(fixtures_dir)}
     canned = load_canned(fixtures_dir)
     prompt = load_judge_prompt(judge_prompt_path)
     rule = PassRule()
     rows: list[dict] = []
-    unparseable = 0
+    unparseable = failed_calls = 0
     for fixture_id, responses in sorted(canned.items()):
         fixture = fixtures.get(fixture_id)
         if fixture is None:
@@ -57,12 +84,14 @@ def calibrate(
         for response in responses:
             messages = build_judge_messages(fixture, response.text, prompt, [])
             raw, error = call_judge(judge, messages, f"calibrate|{response.id}")
-            parsed = read_judgement(raw, fixture.fatal_ids(), response.text) if raw is not None else None
+            if raw is None:
+                failed_calls += 1
+                rows.append({"response": response.id, "error": error or "no answer", "call_failed": True})
+                continue
+            parsed = read_judgement(raw, fixture.fatal_ids(), response.text)
             if not isinstance(parsed, Judgement):
                 unparseable += 1
-                rows.append(
-                    {"response": response.id, "error": error or getattr(parsed, "reason", "unparseable")}
-                )
+                rows.append({"response": response.id, "error": getattr(parsed, "reason", "unparseable")})
                 continue
             judged_pass = rule.passes(parsed.scores, bool(parsed.flagged()))
             rows.append(
@@ -84,5 +113,6 @@ def calibrate(
     pairs = [(r["gold_pass"], r["judge_pass"]) for r in scored]
     agreement = sum(a == b for a, b in pairs) / len(pairs) if pairs else None
     return CalibrationReport(
-        judge.display, judge.simulated, len(rows), unparseable, exact, agreement, cohens_kappa(pairs), rows
+        judge.display, judge.simulated, len(rows), unparseable, exact, agreement, cohens_kappa(pairs), rows,
+        failed_calls,
     )

@@ -20,6 +20,9 @@ from afpbench.workers.store.models import Judgement as JudgementRow
 from afpbench.workers.sweeps.inputs import SweepInputs
 from afpbench.workers.sweeps.spec import ModelSpec
 
+# How a judgement row records a call that got no answer (workers/results/exclusions.py counts them).
+CALL_FAILED = "judge call failed"
+
 
 def call_judge(judge: ModelSpec, messages: list[dict], cell_key: str) -> tuple[str | None, str | None]:
     """One judge call through the shared limiter; returns (raw text, error)."""
@@ -81,7 +84,7 @@ def judge_round(
             raw, error = call_judge(judge, messages, f"{cell.key}|judge{judge_round}")
             if error:
                 infra_errors += 1
-                session.add(row(judge, None, None, f"judge call failed: {error}"))
+                session.add(row(judge, None, None, f"{CALL_FAILED}: {error}"))
                 continue
             parsed = read_judgement(raw, fatal_ids, response)
             if isinstance(parsed, Judgement):
