@@ -16,7 +16,6 @@ from afpbench.scoring.measures import MEANS
 from afpbench.scoring.rates import EXCLUDED, FAIL, PASS, UNFINISHED, RateBlock
 from afpbench.workers.results.summary import SweepSummary
 
-
 CSS = """
 body{font-family:system-ui,sans-serif;margin:24px auto;max-width:1150px;color:#222;line-height:1.4}
 table{border-collapse:collapse;margin:8px 0 20px;font-size:13px}
