@@ -10,7 +10,7 @@ from afpbench.fixtures.schema import DIMENSIONS
 from afpbench.reference.loader import load_judge_prompt
 from afpbench.scoring.judge import Judgement, build_judge_messages, read_judgement
 from afpbench.scoring.verdict import PassRule
-from afpbench.workers.grading.judges import call_judge
+from afpbench.workers.grading.judges import call_judge, judgement_response
 from afpbench.workers.sim.canned import load_canned
 from afpbench.workers.sweeps.spec import ModelSpec
 
@@ -56,7 +56,7 @@ def calibrate(
             continue
         for response in responses:
             messages = build_judge_messages(fixture, response.text, prompt, [])
-            raw, error = call_judge(judge, messages, f"calibrate|{response.id}")
+            raw, error = call_judge(judge, messages, f"calibrate|{response.id}", judgement_response(fixture))
             parsed = read_judgement(raw, fixture.fatal_ids(), response.text) if raw is not None else None
             if not isinstance(parsed, Judgement):
                 unparseable += 1

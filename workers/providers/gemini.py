@@ -21,6 +21,7 @@ from afpbench.workers.providers.classify import (
     parse_duration,
     status_class,
 )
+from afpbench.workers.providers.structured import gemini_schema, schema_for, sent_params, structured_mode
 from afpbench.workers.providers.types import (
     AdapterResult,
     ChatRequest,
@@ -138,7 +139,7 @@ class GeminiAdapter(Adapter):
         headers = {"Content-Type": "application/json", **request.extra_headers}
         if key is not None:
             headers["x-goog-api-key"] = key
-        top, gen = _split_params(endpoint.params)
+        top, gen = _split_params(sent_params(endpoint.params))
         instruction, contents = to_gemini_contents(request.messages)
         body: dict[str, Any] = {"contents": contents, **top}
         if instruction:
@@ -156,6 +157,11 @@ class GeminiAdapter(Adapter):
                     ]
                 }
             ]
+        wanted = request.response_schema
+        mode = structured_mode(endpoint) if wanted else "off"
+        if wanted and mode != "off":
+            gen["responseMimeType"] = "application/json"
+            gen["responseSchema"] = gemini_schema(schema_for(mode, wanted.schema))
         if gen:
             body["generationConfig"] = gen
         reasoning = {"thinkingConfig": gen["thinkingConfig"]} if "thinkingConfig" in gen else {}
