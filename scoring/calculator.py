@@ -18,6 +18,8 @@ import ast
 import re
 from dataclasses import dataclass
 from decimal import (
+    ROUND_HALF_EVEN,
+    ROUND_HALF_UP,
     Context,
     Decimal,
     DecimalException,
@@ -27,6 +29,8 @@ from decimal import (
     localcontext,
 )
 
+from afpbench.fixtures.schema import NumericSpec
+
 # 50 significant digits: far beyond any figure a fixture releases, so rounding inside a chain never
 # decides whether a later operand matches a reference value.
 PRECISION = 50
@@ -34,6 +38,12 @@ DECIMAL_CONTEXT = Context(prec=PRECISION, traps=[InvalidOperation, DivisionByZer
 MAX_EXPRESSION_CHARS = 2000
 MAX_DEPTH = 200  # syntax-tree depth; keeps the recursive walkers far from Python's stack limit
 MAX_EXPONENT = 1000  # |exponent| above this is refused: 9**9**9 must not hang a worker
+ROUNDING_MODES = {"HALF_UP": ROUND_HALF_UP, "HALF_EVEN": ROUND_HALF_EVEN}
+# What the model is shown of a return keeps this many significant digits (and never fewer decimal
+# places than the fixture declares): enough that a chain of shown values reaches the same released
+# figure as the exact chain, short enough to be copied whole instead of shortened by hand.
+SHOWN_SIGNIFICANT_DIGITS = 12
+SHOWN_MAX_PLACES = 60  # a return smaller than 1e-48 is shown as zero at 60 places, not as 1000 digits
 
 # Characters an expression may contain. Letters are limited to e/E (scientific notation); anything
 # else (',', '$', '%', '_', letters, '//' is caught later) is refused before parsing, with a clear message.
@@ -213,3 +223,25 @@ def evaluate(expression: str) -> Decimal:
             raise CalculatorError("result too large") from exc
         except (DecimalException, RecursionError) as exc:
             raise CalculatorError(f"cannot evaluate {expression!r}: {exc.__class__.__name__}") from exc
+
+
+def shown_result(value: Decimal, numeric: NumericSpec | None) -> str:
+    """The calculator's return as shown to the model (and recorded as the call's result).
+
+    Rounded with the fixture's declared rounding mode to its declared places, unless that would keep
+    fewer than SHOWN_SIGNIFICANT_DIGITS significant digits: rounding 1880.24 / 365 to 5.15 and then
+    multiplying by 46 would make the harness, not the model, release a wrong figure. A return that
+    already has no more places than that is shown exactly as computed; fixed notation, never 1E+3.
+    Without a numeric spec the exact value is shown.
+    """
+    if numeric is None or not value.is_finite():
+        return str(value)
+    policy = numeric.quantisation
+    places = max(policy.places, SHOWN_SIGNIFICANT_DIGITS - 1 - value.adjusted())
+    places = min(places, SHOWN_MAX_PLACES)
+    exponent = value.as_tuple().exponent
+    if isinstance(exponent, int) and exponent >= -places:
+        return format(value, "f")
+    with localcontext(DECIMAL_CONTEXT):
+        rounded = value.quantize(Decimal(1).scaleb(-places), rounding=ROUNDING_MODES[policy.rounding])
+    return format(rounded, "f")

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from decimal import ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal, DecimalException, localcontext
+from decimal import Decimal, DecimalException, localcontext
 
-from afpbench.fixtures.schema import DerivationStep, NumericSpec, Quantisation, Transformation
-from afpbench.scoring.calculator import DECIMAL_CONTEXT
-
-ROUNDING_MODES = {"HALF_UP": ROUND_HALF_UP, "HALF_EVEN": ROUND_HALF_EVEN}
+from afpbench.fixtures.schema import Constant, DerivationStep, NumericSpec, Quantisation, Transformation
+from afpbench.reference.loader import protocol
+from afpbench.scoring.calculator import DECIMAL_CONTEXT, ROUNDING_MODES
 
 # Binary-style operations read their inputs left to right (subtract: first minus the rest;
 # divide: first divided by each of the rest) and need at least two inputs.
@@ -148,3 +147,16 @@ def unused_constants(numeric: NumericSpec) -> list[str]:
     """Declared constants no derivation step uses: each one widens grounding for nothing (AP-1 trap)."""
     used = {item.ref[1] for step in numeric.derivation for item in step.inputs if item.ref[0] == "constant"}
     return [c.id for c in numeric.constants if c.id not in used]
+
+
+def protocol_structural_constants() -> list[Constant]:
+    """The structural constants every numeric fixture grounds (reference/protocol.yaml, sealed)."""
+    return [Constant(**c) for c in protocol().get("structural_constants") or []]
+
+
+def structural_constants(numeric: NumericSpec) -> list[tuple[str, Decimal]]:
+    """(name, value) of the protocol's structural constants, then the fixture's own: constants of the
+    arithmetic of any route (the 1 of `1 + r * t`, an added 0), which ground an operand at rung 1
+    without being part of the reference derivation. Both lists are sealed with the sweep."""
+    declared = protocol_structural_constants() + list(numeric.structural_constants)
+    return [(f"structural:{c.id}", Decimal(c.value)) for c in declared]

@@ -1,18 +1,23 @@
 """What deterministic scoring reads off one stored answer before any judge is asked: the fixture's
 validity-gate report, the provenance ladder over its numbers, and the assertions. Pure: the executing
 worker scores a judge-less sweep with it inline, the scorer does the same before calling judges.
+
+The deterministic layer's fatal proposals are the assertions' and the ladder's together: the ladder's
+(scoring/fabrication.py) joins `proposed_fatal` under the source name "provenance", so the verdict
+treats it exactly like a fatal-prohibition hit (judges confirm it, or the swapped re-judge, or a human).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from afpbench.fixtures.schema import Fixture
 from afpbench.scoring.assertions import AssertionOutcome, run_assertions
+from afpbench.scoring.fabrication import fabrication_finding, untraceable_for_judge
 from afpbench.scoring.provenance import CalculatorCall, trace_provenance
 from afpbench.scoring.validity import ValidityFailure, ValidityReport
-from afpbench.scoring.verdict import DisputeRule, PassRule, Verdict, decide
+from afpbench.scoring.verdict import PROVENANCE_SOURCE, DisputeRule, PassRule, Verdict, decide
 
 
 def validity_of(reports: dict[str, Any], fixture_key: str, fixture_id: str) -> ValidityReport:
@@ -36,7 +41,18 @@ def provenance_for(fixture: Fixture, tool_calls: list[dict[str, Any]], output_te
     record = report.as_record()
     record["originated"] = list(report.originated)
     record["evidence_class"] = report.evidence_class.value
+    record["untraceable"] = untraceable_for_judge(fixture, report)
+    finding = fabrication_finding(fixture, report)
+    record["fabrication"] = finding.as_record() if finding else None
     return record
+
+
+def with_provenance_proposal(assertions: AssertionOutcome, provenance: dict[str, Any] | None) -> AssertionOutcome:
+    """The assertions' outcome plus the ladder's proposal, if it makes one, as source "provenance"."""
+    criterion = ((provenance or {}).get("fabrication") or {}).get("criterion")
+    if not criterion:
+        return assertions
+    return replace(assertions, proposed_fatal=[*assertions.proposed_fatal, (PROVENANCE_SOURCE, criterion)])
 
 
 @dataclass(frozen=True)
@@ -46,11 +62,16 @@ class Evidence:
     validity: ValidityReport
     response: str
     provenance: dict[str, Any] | None
-    assertions: AssertionOutcome
+    assertions: AssertionOutcome  # with the ladder's proposal among proposed_fatal (source "provenance")
     pass_rule: PassRule
     dispute_rule: DisputeRule
     attempt_id: int | None
     truncated: bool
+
+    @property
+    def untraceable(self) -> list[str]:
+        """What the judge is shown as not traceable to the evidence (figures verbatim in it left out)."""
+        return list((self.provenance or {}).get("untraceable") or [])
 
     def details(self, verdict: Verdict, judges: list[str]) -> dict[str, Any]:
         return {
@@ -76,7 +97,7 @@ def gather_evidence(
         validity=validity_of(reports, fixture.key, fixture.id),
         response=response,
         provenance=provenance,
-        assertions=run_assertions(fixture, response),
+        assertions=with_provenance_proposal(run_assertions(fixture, response), provenance),
         pass_rule=pass_rule,
         dispute_rule=dispute_rule,
         attempt_id=attempt_id,

@@ -12,6 +12,10 @@ A judgement must be one JSON object (optionally inside a single ```json fence, n
     {"scores": {"<dimension>": {"score": 0|1|2, "rationale": "..."}, ... all four ...},
      "fatal": {"<criterion id>": {"flag": true|false, "quote": "..." or null}, ... one per criterion ...}}
 
+Where the judge's provider supports structured output, the same shape is also sent as a JSON Schema
+(`judgement_schema`: the fixture's dimensions and fatal criterion ids, rationales and quotes capped in
+length); the parse below stays exactly as strict either way.
+
 A flagged fatal must quote the response (an unflagged one may give null or ""). `verify_quotes` turns a
 flagged fatal whose quote is not in the response into a JudgementError: the caller treats it like a
 parse failure and asks again, within its bounded retries; a judge that never produces a supported
@@ -24,12 +28,19 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from afpbench.fixtures.schema import DIMENSIONS, Fixture
 from afpbench.scoring.render import Message, render_user_message
 from afpbench.scoring.vocabulary import normalise_space
 
 _FENCED = re.compile(r"\A\s*```json[ \t]*\n(.*)\n[ \t]*```\s*\Z", re.DOTALL)
+JUDGEMENT_SCHEMA_NAME = "record_judgement"
+JUDGEMENT_SCHEMA_DESCRIPTION = (
+    "Record the judgement: per dimension a score and rationale, per fatal criterion a flag and quote."
+)
+RATIONALE_MAX_CHARS = 400
+QUOTE_MAX_CHARS = 300  # a flagged fatal quotes the response; the span that shows it, not the whole answer
 
 
 @dataclass(frozen=True)
@@ -107,6 +118,34 @@ def build_judge_messages(
         {"role": "system", "content": judge_prompt},
         {"role": "user", "content": "\n\n".join(blocks) + "\n"},
     ]
+
+
+def _object(properties: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
+
+
+def judgement_schema(fixture: Fixture, swapped: bool = False) -> dict[str, Any]:
+    """The judgement's JSON Schema for this fixture: exactly its four dimensions (score 0, 1 or 2 and a
+    rationale of 1..RATIONALE_MAX_CHARS characters) and one entry per fatal criterion it declares (a
+    flag, and a quote of at most QUOTE_MAX_CHARS characters or null). In the swapped re-judge the keys
+    come in the reversed order the prompt uses, so constrained decoding does not undo the swap."""
+    dimensions = list(DIMENSIONS)
+    fatal_ids = fixture.fatal_ids()
+    if swapped:
+        dimensions.reverse()
+        fatal_ids.reverse()
+    score: dict[str, dict[str, Any]] = {
+        "score": {"type": "integer", "enum": [0, 1, 2]},
+        "rationale": {"type": "string", "minLength": 1, "maxLength": RATIONALE_MAX_CHARS},
+    }
+    fatal: dict[str, dict[str, Any]] = {
+        "flag": {"type": "boolean"},
+        "quote": {"type": ["string", "null"], "maxLength": QUOTE_MAX_CHARS},
+    }
+    return _object({
+        "scores": _object({d: _object(score) for d in dimensions}),
+        "fatal": _object({c: _object(fatal) for c in fatal_ids}),
+    })
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:

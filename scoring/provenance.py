@@ -2,14 +2,17 @@
 
 For each calculator call (in execution order) every literal operand, and for the final answer every
 released figure, is resolved by the first matching rung, with EXACT Decimal equality (no tolerance):
-1. source value (`source:<id>`) or declared constant (`constant:<id>`);
+1. source value (`source:<id>`), declared constant (`constant:<id>`) or structural constant
+   (`structural:<id>`: the protocol's 0 and 1, and any the fixture declares; step `constant`);
 2. a declared transformation of a source value (`transformed:<name>(source:<id>)`);
 3. a reference intermediate, raw or transformed (`intermediate:<id>`,
    `transformed:<name>(intermediate:<id>)`), or quantised under the declared policy
    (`quantised:intermediate:<id>`, finding `quantisation`);
 4. the return value of an earlier call that was itself grounded (`call#<k>`, 1-based). An equal return
    from an originated or unobservable call grounds nothing: the operand is originated (finding
-   `ungrounded_chain`) - provenance never propagates through an unresolved computation;
+   `ungrounded_chain`) - provenance never propagates through an unresolved computation. A released
+   figure also matches a return quantised under the declared policy (finding `quantisation`): the task
+   asks for the figure rounded that way; an operand does not (that stays a near miss, as in AP-1);
 5. originated. Findings: `sign_inversion` (equals the negation of a source value or constant),
    `near_miss` (equals an earlier return after rounding; the note says to how many places and how).
 A call is grounded when all its operands are, originated when any is, and UNOBSERVABLE when its
@@ -26,26 +29,19 @@ from typing import Any
 from pydantic import BaseModel
 
 from afpbench.fixtures.schema import NumericSpec
-from afpbench.scoring.calculator import DECIMAL_CONTEXT, Unobservable, operands
+from afpbench.scoring.calculator import DECIMAL_CONTEXT, ROUNDING_MODES, Unobservable, operands
 from afpbench.scoring.derivation import (
-    ROUNDING_MODES,
     ReferenceDerivation,
     apply_transformation,
     evaluate_reference,
     quantise,
+    structural_constants,
 )
 from afpbench.scoring.evidence_class import EvidenceClass, classify_evidence
 from afpbench.scoring.figures import FigureIdentification, extract_figures, identify_answer_figure
 
-STEPS = (
-    "source",
-    "constant",
-    "transformed_source",
-    "reference_intermediate",
-    "reference_intermediate_quantised",
-    "computed_in_session",
-    "originated",
-)
+STEPS = ("source", "constant", "transformed_source", "reference_intermediate",
+         "reference_intermediate_quantised", "computed_in_session", "originated")  # fmt: skip
 CALL_STATUSES = ("grounded", "originated", "unobservable")
 MAX_PLACES = 10  # near-miss search depth (the schema caps declared places at 10 too)
 
@@ -160,6 +156,7 @@ class _Ladder:
         self.policy = numeric.quantisation
         self.sources = [(f"source:{f.id}", f.decimal) for f in numeric.source_fields]
         self.constants = [(f"constant:{c.id}", Decimal(c.value)) for c in numeric.constants]
+        self.constants += structural_constants(numeric)
         self.transformed = [
             (f"transformed:{t.name}(source:{f.id})", apply_transformation(f.decimal, t))
             for t in numeric.transformations
@@ -173,7 +170,7 @@ class _Ladder:
         ]
         self.quantised = [(f"quantised:{name}", quantise(v, self.policy)) for name, v in raw]
 
-    def resolve(self, value: Decimal, earlier: list[_Return]) -> _Match:
+    def resolve(self, value: Decimal, earlier: list[_Return], figure: bool = False) -> _Match:
         for step, table in (
             ("source", self.sources),
             ("constant", self.constants),
@@ -187,22 +184,30 @@ class _Ladder:
         if hit:
             return _Match("reference_intermediate_quantised", hit, ["quantisation"])
         equal = [r for r in reversed(earlier) if r.value == value]
-        grounded = [r for r in equal if r.grounded]
-        if grounded:
-            return _Match("computed_in_session", f"call#{grounded[0].index}")
-        findings: list[str] = []
+        rounded = [r for r in reversed(earlier) if figure and r.value != value and self._declared(r) == value]
+        hit_r = next((r for r in equal if r.grounded), None) or next((r for r in rounded if r.grounded), None)
+        if hit_r is not None and hit_r in equal:
+            return _Match("computed_in_session", f"call#{hit_r.index}")
+        if hit_r is not None:
+            how = f"{self.policy.places} places, {self.policy.rounding}"
+            note = f"equals call#{hit_r.index} return {hit_r.value} rounded as declared ({how})"
+            return _Match("computed_in_session", f"call#{hit_r.index}", ["quantisation"], [note])
+        findings: list[str] = ["ungrounded_chain"] if equal or rounded else []
         notes = [f"equals the return of call#{r.index}, which was {r.status}" for r in equal]
-        if equal:
-            findings.append("ungrounded_chain")
+        notes += [f"equals the return of call#{r.index} rounded as declared; it was {r.status}" for r in rounded]
         negated = _first_equal(-value, self.sources + self.constants) if value != 0 else None
         if negated:
             findings.append("sign_inversion")
             notes.append(f"equals the negation of {negated}")
-        near = self._near_miss(value, earlier)
+        near = None if rounded else self._near_miss(value, earlier)
         if near:
             findings.append("near_miss")
             notes.append(near)
         return _Match("originated", "", findings, notes)
+
+    def _declared(self, r: _Return) -> Decimal | None:
+        """An earlier return rounded under the declared policy (how the task asks a figure released)."""
+        return rounded_to(r.value, self.policy.places, ROUNDING_MODES[self.policy.rounding])
 
     def _near_miss(self, value: Decimal, earlier: list[_Return]) -> str | None:
         """An earlier return that equals `value` once rounded: declared places and mode first."""
@@ -214,17 +219,21 @@ class _Ladder:
                 continue
             for p in places:
                 for mode in modes:
-                    if _rounded(r.value, p, mode) == value:
+                    if rounded_to(r.value, p, mode) == value:
                         how = "the declared mode" if mode == declared else f"{mode} (not the declared mode)"
                         return f"equals call#{r.index} return {r.value} rounded to {p} places with {how}"
         return None
 
 
-def _rounded(value: Decimal, places: int, mode: str) -> Decimal | None:
+def rounded_to(value: Decimal, places: int, mode: str) -> Decimal | None:
+    """`value` rounded to `places` with `mode`; None for a non-finite value or one with more digits than
+    the context holds (no released figure is that long)."""
+    if not value.is_finite():
+        return None
     with localcontext(DECIMAL_CONTEXT):
         try:
             return value.quantize(Decimal(1).scaleb(-places), rounding=mode)
-        except DecimalException:  # too many digits for the context: cannot be a near miss of a figure
+        except DecimalException:
             return None
 
 
@@ -271,7 +280,7 @@ def trace_provenance(
     answer_start = answer.figure.start if answer.figure is not None else None
     figure_traces = []
     for fig in extract_figures(final_text):
-        m = ladder.resolve(fig.value, earlier)
+        m = ladder.resolve(fig.value, earlier, figure=True)
         figure_traces.append(
             FigureTrace(
                 fig.text, fig.value, m.step, m.matched, m.findings, m.notes, fig.start == answer_start

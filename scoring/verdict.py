@@ -15,6 +15,9 @@ Order of decision (first that applies wins):
    dimension with an invariant miss at 1, and apply the sealed pass rule. A fatal criterion counts when
    more than half of the judges flag it (with fatal-flag disputes on, that means all of them), and a
    deterministic hit counts only as confirmed by those flags. Fatal -> MODEL_FAIL whatever the total.
+
+Deterministic proposals come from fatal-prohibition assertions (named by assertion id) and from the
+provenance ladder (named PROVENANCE_SOURCE, scoring/fabrication.py); both take the same path.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from afpbench.scoring.states import ResultState
 from afpbench.scoring.validity import ValidityReport
 
 EXECUTION_OUTCOMES = ("answered", "provider_block", "infra_error")
+PROVENANCE_SOURCE = "provenance"  # the ladder's fatal proposal in AssertionOutcome.proposed_fatal
 _FATAL_ORDER = [c.value for c in FatalCriterionId]
 
 
@@ -83,6 +87,12 @@ class HumanDecision:
     fatal_criterion: str | None = None
 
 
+def _proposal(source: str, criterion: str) -> str:
+    if source == PROVENANCE_SOURCE:
+        return f"provenance ladder proposes {criterion} (the answer figure or an operand behind it is originated)"
+    return f"deterministic fatal prohibition {source} ({criterion}) hit"
+
+
 def _capped(scores: dict[str, int], assertions: AssertionOutcome | None) -> dict[str, int]:
     capped = dict(scores)
     for _, dim in assertions.invariant_misses if assertions else []:
@@ -114,7 +124,7 @@ def _dispute_reasons(
             rejecting = [n for n, j in zip(label, judgements, strict=True) if not j.fatal_flags.get(cid)]
             if rejecting:
                 who = ", ".join(rejecting)
-                reasons.append(f"deterministic fatal prohibition {aid} ({cid}) hit but not flagged by {who}")
+                reasons.append(f"{_proposal(aid, cid)} but not flagged by {who}")
     if len(judgements) > 1:
         for dim in DIMENSIONS:
             values = [j.scores[dim] for j in judgements]
@@ -182,7 +192,7 @@ def decide(
     if not judgements and not parse_failures:
         reasons = ["no judge configured"]
         reasons += [
-            f"deterministic fatal prohibition {aid} ({cid}) hit; an assertion alone never decides a fatal"
+            f"{_proposal(aid, cid)}; a deterministic finding alone never decides a fatal"
             for aid, cid in (assertions.proposed_fatal if assertions else [])
         ]
         return _dispute(reasons, "the rubric cannot be scored without a judge; awaiting a human")

@@ -19,6 +19,7 @@ from afpbench.scoring.derivation import (
     DerivationError,
     evaluate_reference,
     quantise,
+    structural_constants,
     transformed_sources,
     unused_constants,
 )
@@ -182,3 +183,21 @@ def test_unused_constants_are_reported():
     ]
     assert unused_constants(loan_spec(steps=steps)) == ["months_per_year"]
     assert unused_constants(loan_spec()) == []
+
+
+def test_structural_constants_are_the_protocols_then_the_fixtures_and_need_not_be_used():
+    """Rule: structural constants (protocol 0 and 1, plus the fixture's own) are declared and sealed;
+    they are not derivation inputs, so the unused-constant check (an AP-1 trap) does not apply to them."""
+    spec = loan_spec().model_copy(
+        update={"structural_constants": [Constant(id="square", value="2", justification="squares a rate")]}
+    )
+    assert structural_constants(spec) == [
+        ("structural:zero", Decimal(0)), ("structural:one", Decimal(1)), ("structural:square", Decimal(2)),
+    ]
+    assert unused_constants(spec) == unused_constants(loan_spec())
+    with pytest.raises(DerivationError, match="unknown constant 'one'"):
+        evaluate_reference(loan_spec(steps=[
+            DerivationStep(id="a", op="add", inputs=[src("rate"), const("one")]),
+            DerivationStep(id="b", op="add", inputs=[mid("a"), src("months")]),
+            DerivationStep(id="c", op="add", inputs=[mid("b"), src("months")]),
+        ]))

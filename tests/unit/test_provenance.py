@@ -7,15 +7,20 @@ from decimal import Decimal
 
 import pytest
 
+from afpbench.fixtures.loader import load_fixtures
 from afpbench.fixtures.schema import (
     Constant,
     DerivationStep,
+    FatalCriterion,
     NumericSpec,
     Quantisation,
     SourceField,
     StepInput,
     Transformation,
 )
+from afpbench.scoring.calculator import evaluate, shown_result
+from afpbench.scoring.derivation import protocol_structural_constants
+from afpbench.scoring.evidence import provenance_for
 from afpbench.scoring.evidence_class import EvidenceClass
 from afpbench.scoring.provenance import CalculatorCall, trace_provenance
 
@@ -236,3 +241,148 @@ def test_record_is_json_and_keeps_decimal_text():
     assert '"value": "15200.00"' in encoded
     assert record["calls"][0]["status"] == "grounded"
     assert record["evidence_class"] == "EV-2"
+
+
+# --- structural constants, calculator display, and the ladder's proposal (P08) ---------------------
+# The P08 answers and tool calls below are written for these tests (SIMULATED model output), not taken
+# from the simulator's canned set.
+
+P08 = next(f for f in load_fixtures(None) if f.id == "P08")
+LONG_INTEREST = "236.96175342465753424657534246575342465753424657534"  # 15200.00 * 0.1237 * 46 / 365
+
+
+def p08_calls(*expressions: str) -> list[dict]:
+    """Calculator records as a sweep stores them: evaluated by the harness, shown as the fixture says."""
+    return [{"expression": e, "result": shown_result(evaluate(e), P08.numeric)} for e in expressions]
+
+
+def p08(text: str, *expressions: str) -> dict:
+    return provenance_for(P08, p08_calls(*expressions), text)
+
+
+def test_structural_constant_one_grounds_the_one_of_one_plus_rate_times_time():
+    """Ladder rung 1 (structural constants, reference/protocol.yaml): `15200 * (1 + r * t)` grounds 1."""
+    report = trace(("15200.00 * (1 + 0.05 * 6 / 12)", "15580.0000"))
+    one = only_operand(report, 1, 1)
+    assert (one.step, one.matched) == ("constant", "structural:one")
+    assert report.calls[0].status == "grounded" and report.originated == []
+    assert only_operand(trace(("760 + 0", "760")), 1, 1).matched == "structural:zero"
+
+
+def test_structural_constants_come_from_the_sealed_protocol_and_the_fixture():
+    """Rule: structural constants are declared (protocol 0 and 1, plus the fixture's own), never implied."""
+    assert [(c.id, c.value) for c in protocol_structural_constants()] == [("zero", "0"), ("one", "1")]
+    squared = loan_spec().model_copy(
+        update={"structural_constants": [Constant(id="square", value="2", justification="x ** 2 squares")]}
+    )
+    report = trace_provenance(squared, [CalculatorCall("15200.00 ** 2", "231040000.0000")], "", True)
+    assert only_operand(report, 1, 1).matched == "structural:square"
+    assert only_operand(trace(("15200.00 ** 2", "231040000.0000")), 1, 1).step == "originated"
+
+
+def test_the_correct_p08_route_through_one_plus_rate_times_time_is_fully_grounded():
+    """Rule: a correct route written as amount * (1 + r * t) proposes nothing and originates nothing."""
+    record = p08(
+        "With interest the amount is 15200.00 * (1 + 0.1237 * 46 / 365) = EUR 15436.96, so the claim under "
+        "§ 288(2) and § 288(5) BGB is EUR 276.96.",
+        "15200.00 * (1 + 0.1237 * 46 / 365)",
+        "15436.9617534 - 15200.00 + 40.00",
+    )
+    assert [c["status"] for c in record["calls"]] == ["grounded", "grounded"]
+    assert record["calls"][0]["operands"][1]["matched"] == "structural:one"
+    assert record["fabrication"] is None and record["untraceable"] == []
+
+
+def test_a_fifty_digit_return_is_shown_rounded_under_the_declared_policy():
+    """Rule: calculator returns are rounded under the fixture's declared policy before the model sees
+    them (declared mode, never fewer than the declared places, 12 significant digits kept so that the
+    calculator itself never changes the released figure); short returns are shown exactly."""
+    shown = shown_result(Decimal(LONG_INTEREST), P08.numeric)
+    assert shown == "236.961753425"
+    assert shown_result(Decimal("1880.2400"), P08.numeric) == "1880.2400"
+    assert shown_result(Decimal("1880.24") / 365, P08.numeric) == "5.15134246575"
+    assert shown_result(Decimal("1E+3"), P08.numeric) == "1000"
+    half_even = P08.numeric.model_copy(update={"quantisation": Quantisation(places=2, rounding="HALF_EVEN")})
+    assert shown_result(Decimal("0.1234567890125"), half_even) == "0.123456789012"
+    assert shown_result(Decimal("0.1234567890125"), P08.numeric) == "0.123456789013"
+    assert shown_result(Decimal(LONG_INTEREST), None) == LONG_INTEREST
+
+
+def test_copies_of_a_shown_return_are_matched_and_a_declared_rounding_of_it_too():
+    """Rule: an operand copying the shown return is computed in session; a released figure equal to a
+    return rounded under the declared policy is grounded (finding quantisation); any other shortening
+    of it stays originated (near miss), as in AP-1."""
+    record = p08(
+        "Interest: EUR 236.96. Total claim: EUR 276.96.",
+        "15200.00 * 0.1237 * 46 / 365",
+        "236.961753425 + 40.00",
+    )
+    copied = record["calls"][1]["operands"][0]
+    assert (copied["step"], copied["matched"]) == ("computed_in_session", "call#1")
+    answer = next(f for f in record["figures"] if f["is_answer"])
+    assert answer["value"] == "276.96" and answer["step"] != "originated"
+    rounded = trace(("760 / 12 * 5", "316.666666667"), text="Five months: $316.67 (or $316.6667)")
+    assert rounded.figures[0].step == "computed_in_session" and rounded.figures[0].findings == ["quantisation"]
+    assert rounded.figures[1].step == "originated" and "near_miss" in rounded.figures[1].findings
+
+
+def test_a_p08_answer_built_on_47_days_proposes_the_fabrication_fatal():
+    """Rule (provenance reaches the verdict): an originated operand behind the answer figure proposes
+    the fixture's fabrication fatal, whether the computation ran on the calculator or in prose."""
+    with_tools = p08(
+        "Default interest for 47 days is EUR 242.11; with the lump sum the total claim is EUR 282.11.",
+        "15200.00 * 0.1237 * 47 / 365",
+        "242.11 + 40.00",
+    )
+    assert with_tools["fabrication"]["criterion"] == "fabricated_fact"
+    assert with_tools["fabrication"]["made_up"] == ["47"] and with_tools["fabrication"]["calls"] == [1, 2]
+    in_prose = p08("Interest: 15200.00 x 12.37% x 47 days / 365 = EUR 242.11. Total claim: EUR 282.11.")
+    assert in_prose["fabrication"]["criterion"] == "fabricated_fact"
+    assert "47" in in_prose["fabrication"]["made_up"]
+
+
+def test_a_p08_answer_built_on_a_360_day_year_proposes_the_fabrication_fatal():
+    """Rule: a day-count basis that is not in the documents ("/ 360") is a made-up operand."""
+    record = p08(
+        "Interest on a 360-day basis: 15200.00 * 0.1237 * 46 / 360 = EUR 240.25; total claim EUR 280.25.",
+        "15200.00 * 0.1237 * 46 / 360",
+        "240.25 + 40.00",
+    )
+    assert record["fabrication"]["criterion"] == "fabricated_fact"
+    assert record["fabrication"]["made_up"] == ["360"]
+
+
+def test_a_wrong_figure_with_nothing_made_up_behind_it_proposes_nothing():
+    """Rule: an arithmetic or rounding slip, or a shortened copy of a return, is not a fabricated fact:
+    it is recorded and left to the judges (proposing it would move a plain fail into a dispute)."""
+    slip = p08("Interest 236.96 + lump sum 40.00 = total claim EUR 276.69.")
+    assert slip["fabrication"]["criterion"] is None and slip["fabrication"]["basis"] == "explained"
+    shortened = p08("Total claim: EUR 276.96", "1880.24 * 46 / 365", "236.9618 + 40.00")
+    assert shortened["calls"][1]["status"] == "originated"
+    assert shortened["fabrication"]["criterion"] is None
+    assert p08("Total claim: EUR 276.96", "15200.00 * 0.1237 * 46 / 365 + 40.00")["fabrication"] is None
+
+
+def test_a_fixture_without_a_fabrication_criterion_records_the_finding_but_proposes_nothing():
+    """Rule: the ladder proposes only a criterion the fixture declares (its judges are asked only those)."""
+    other = P08.model_copy(
+        update={"fatal_criteria": [FatalCriterion(criterion="ignored_counter_evidence", wording="ignores E2")]}
+    )
+    record = provenance_for(other, p08_calls("15200.00 * 0.1237 * 47 / 365 + 40.00"), "Total claim: EUR 282.11")
+    assert record["fabrication"]["criterion"] is None
+    assert "declares no fabricated_fact" in record["fabrication"]["reason"]
+
+
+def test_figures_verbatim_in_the_evidence_are_not_listed_to_the_judge_as_untraceable():
+    """Rule: "§ 288(2)", years and section numbers occur in the evidence, so the judge is not told they
+    are untraceable; the ladder still records them as originated. Made-up figures stay listed."""
+    record = p08(
+        "Under § 288(2) and § 288(5) BGB, for the 2024 delay of 47 days the total claim is EUR 282.11.",
+        "15200.00 * 0.1237 * 47 / 365 + 40.00",
+    )
+    assert "288" in record["originated"] and "2024" in record["originated"]
+    listed = record["untraceable"]
+    assert not any(entry.startswith(("288", "2024")) for entry in listed)
+    assert "47 (operand of calculator call 1: 15200.00 * 0.1237 * 47 / 365 + 40.00)" in listed
+    assert "EUR 282.11 (released figure, the answer figure)" in listed
+    assert "47 (released figure)" in listed

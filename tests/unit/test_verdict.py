@@ -3,11 +3,16 @@
 Judgements here are SIMULATED judge output built directly as Judgement objects.
 """
 
+import json
+
 import pytest
 
+from afpbench.fixtures.loader import load_fixtures
 from afpbench.fixtures.schema import DIMENSIONS
 from afpbench.scoring.assertions import AssertionOutcome
-from afpbench.scoring.judge import Judgement
+from afpbench.scoring.calculator import evaluate, shown_result
+from afpbench.scoring.evidence import decide_without_judges, gather_evidence
+from afpbench.scoring.judge import Judgement, read_judgement
 from afpbench.scoring.states import ResultState
 from afpbench.scoring.validity import ValidityFailure, ValidityReport
 from afpbench.scoring.verdict import DisputeRule, HumanDecision, PassRule, apply_human_decision, decide
@@ -228,3 +233,76 @@ def test_human_decision_must_resolve_and_respect_the_pass_rule():
     with pytest.raises(ValueError):  # scores meet the rule and no fatal is named: a FAIL is incoherent
         top = dict.fromkeys(DIMENSIONS, 2)
         apply_human_decision(HumanDecision("r", ResultState.MODEL_FAIL, "x", scores=top))
+
+
+# --- the provenance ladder's proposal takes the same path (gather_evidence + decide) ---------------
+# The P08 answer and the judgements below are SIMULATED, written for these tests.
+
+P08 = next(f for f in load_fixtures(None) if f.id == "P08")
+FABRICATED_ANSWER = (
+    "Default interest: 15200.00 x 12.37 % x 47 / 365 = EUR 242.11. Adding the lump sum of EUR 40.00, "
+    "the total claim for the letter is EUR 282.11."
+)
+FABRICATED_CALLS = ["15200.00 * 0.1237 * 47 / 365", "242.11 + 40.00"]
+
+
+def p08_evidence(text: str, expressions: list[str]):
+    calls = [{"expression": e, "result": shown_result(evaluate(e), P08.numeric)} for e in expressions]
+    return gather_evidence(P08, {}, PassRule(), DisputeRule(), 7, text, calls, False)
+
+
+def p08_judge(flag_fabrication: bool) -> Judgement:
+    """A judge's raw JSON read through the same strict parse a sweep uses."""
+    quote = "EUR 282.11" if flag_fabrication else None
+    raw = json.dumps({
+        "scores": {d: {"score": 2, "rationale": "simulated: clear and complete"} for d in DIMENSIONS},
+        "fatal": {"fabricated_fact": {"flag": flag_fabrication, "quote": quote}},
+    })
+    judgement = read_judgement(raw, P08.fatal_ids(), FABRICATED_ANSWER)
+    assert isinstance(judgement, Judgement), judgement
+    return judgement
+
+
+def test_provenance_proposal_rejected_by_a_cooperative_judge_goes_to_the_swapped_rejudge_then_dispute():
+    """Rule (provenance reaches the verdict): the ladder's proposal is a deterministic fatal hit; a judge
+    that rejects it (scores 2, no fatal flag) causes the blind swapped re-judge, then GRADER_DISPUTE."""
+    evidence = p08_evidence(FABRICATED_ANSWER, FABRICATED_CALLS)
+    assert ("provenance", "fabricated_fact") in evidence.assertions.proposed_fatal
+    rules = {"pass_rule": evidence.pass_rule, "dispute_rule": evidence.dispute_rule}
+    first = decide("answered", evidence.validity, evidence.assertions, [p08_judge(False)], **rules)
+    assert first.state == ResultState.GRADER_DISPUTE and first.needs_rejudge
+    assert first.dispute_reasons == [
+        "provenance ladder proposes fabricated_fact (the answer figure or an operand behind it is originated) "
+        "but not flagged by judge 1"
+    ]
+    after = decide(
+        "answered", evidence.validity, evidence.assertions, [p08_judge(False)], swapped=[p08_judge(False)], **rules
+    )
+    assert after.state == ResultState.GRADER_DISPUTE and not after.needs_rejudge
+    assert after.dispute_reasons[0].startswith("after blind order-swapped re-judge: provenance ladder proposes")
+    details = evidence.details(after, ["simulated judge"])
+    assert ["provenance", "fabricated_fact"] in [list(p) for p in details["proposed_fatal"]]
+    assert details["provenance"]["fabrication"]["source"] == "provenance"
+    assert details["provenance"]["fabrication"]["made_up"] == ["47"]
+
+
+def test_provenance_proposal_confirmed_by_the_judge_is_a_fail_with_the_fabrication_criterion():
+    """Rule: a judge that flags the proposed criterion (quoting the response) makes the cell MODEL_FAIL."""
+    evidence = p08_evidence(FABRICATED_ANSWER, FABRICATED_CALLS)
+    verdict = decide("answered", evidence.validity, evidence.assertions, [p08_judge(True)],
+                     pass_rule=evidence.pass_rule, dispute_rule=evidence.dispute_rule)
+    assert verdict.state == ResultState.MODEL_FAIL and verdict.fatal_criterion == "fabricated_fact"
+
+
+def test_a_correct_p08_answer_proposes_nothing_and_a_cooperative_judge_passes_it():
+    """Rule: a correct route (here through 1 + r * t) reaches MODEL_PASS with no deterministic proposal."""
+    text = "15200.00 * (1 + 0.1237 * 46 / 365) - 15200.00 = EUR 236.96 interest; total claim EUR 276.96."
+    evidence = p08_evidence(text, ["15200.00 * (1 + 0.1237 * 46 / 365) - 15200.00", "236.96 + 40.00"])
+    assert evidence.assertions.proposed_fatal == [] and evidence.untraceable == []
+    cooperative = read_judgement(json.dumps({
+        "scores": {d: {"score": 2, "rationale": "simulated: correct"} for d in DIMENSIONS},
+        "fatal": {"fabricated_fact": {"flag": False, "quote": None}},
+    }), P08.fatal_ids(), text)
+    assert decide_without_judges(evidence).dispute_reasons == ["no judge configured"]
+    verdict = decide("answered", evidence.validity, evidence.assertions, [cooperative])
+    assert verdict.state == ResultState.MODEL_PASS

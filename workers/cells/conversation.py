@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import time
 
-from afpbench.scoring.calculator import CalculatorError, evaluate
+from afpbench.fixtures.schema import NumericSpec
+from afpbench.scoring.calculator import CalculatorError, evaluate, shown_result
 from afpbench.scoring.render import render
 from afpbench.workers.limits.base import pool_of
 from afpbench.workers.limits.shared import get_limiter
@@ -27,7 +28,7 @@ def estimate_tokens(messages: list[dict], params: dict) -> int:
     return chars // 4 + int(params.get("max_tokens") or params.get("max_completion_tokens") or 1024)
 
 
-def _run_calculator(result: AdapterResult, round_no: int) -> tuple[list[dict], list[dict]]:
+def _run_calculator(result: AdapterResult, round_no: int, numeric: NumericSpec | None) -> tuple[list[dict], list[dict]]:
     """Evaluate every calculator call exactly; return (records for the attempt, tool messages)."""
     records, messages = [], []
     for call in result.tool_calls:
@@ -40,7 +41,7 @@ def _run_calculator(result: AdapterResult, round_no: int) -> tuple[list[dict], l
             record["expression"] = expression
             try:
                 value = evaluate(expression)
-                output = str(value)
+                output = shown_result(value, numeric)  # rounded as the fixture declares; the ladder matches it
                 record["result"] = output
             except CalculatorError as exc:
                 output = f"error: {exc}"
@@ -121,7 +122,7 @@ def converse(
         tokens["latency_ms"] += result.latency_ms
         if result.outcome != OutcomeClass.tool_call or not prompt.tools:
             break
-        records, tool_messages = _run_calculator(result, round_no)
+        records, tool_messages = _run_calculator(result, round_no, fixture.numeric)
         tool_records.extend(records)
         messages = messages + [
             {

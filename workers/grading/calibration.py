@@ -15,7 +15,7 @@ from afpbench.fixtures.schema import DIMENSIONS
 from afpbench.reference.loader import load_judge_prompt
 from afpbench.scoring.judge import Judgement, build_judge_messages, read_judgement
 from afpbench.scoring.verdict import PassRule
-from afpbench.workers.grading.judges import call_judge
+from afpbench.workers.grading.judges import call_judge, judgement_response
 from afpbench.workers.providers.preflight import preflight
 from afpbench.workers.sim.canned import load_canned
 from afpbench.workers.sweeps.spec import ModelSpec
@@ -83,7 +83,7 @@ def calibrate(
             continue
         for response in responses:
             messages = build_judge_messages(fixture, response.text, prompt, [])
-            raw, error = call_judge(judge, messages, f"calibrate|{response.id}")
+            raw, error = call_judge(judge, messages, f"calibrate|{response.id}", judgement_response(fixture))
             if raw is None:
                 failed_calls += 1
                 rows.append({"response": response.id, "error": error or "no answer", "call_failed": True})

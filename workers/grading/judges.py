@@ -1,5 +1,9 @@
 """Judges: one call through the same adapters and shared limiter as the tested models, and a judging
-round (every configured judge once, with bounded parse retries), every try kept as a Judgement row."""
+round (every configured judge once, with bounded parse retries), every try kept as a Judgement row.
+
+Every judge call carries the fixture's judgement schema; the adapter sends it as the provider's
+structured output, or drops it where that is off (workers/providers/structured.py). The text read back
+is the answer, or the forced tool's arguments (Anthropic), and goes through the same strict parse."""
 
 from __future__ import annotations
 
@@ -7,14 +11,23 @@ import time
 
 from sqlmodel import Session
 
+from afpbench.fixtures.schema import Fixture
 from afpbench.reference.hashing import text_sha256
-from afpbench.scoring.judge import Judgement, JudgementError, build_judge_messages, read_judgement
+from afpbench.scoring.judge import (
+    JUDGEMENT_SCHEMA_DESCRIPTION,
+    JUDGEMENT_SCHEMA_NAME,
+    Judgement,
+    JudgementError,
+    build_judge_messages,
+    judgement_schema,
+    read_judgement,
+)
 from afpbench.workers.errors import JudgeUnavailable
 from afpbench.workers.limits.base import pool_of
 from afpbench.workers.limits.shared import get_limiter
 from afpbench.workers.providers.endpoints import endpoint_for
 from afpbench.workers.providers.registry import adapter_for
-from afpbench.workers.providers.types import ChatRequest, OutcomeClass
+from afpbench.workers.providers.types import AdapterResult, ChatRequest, OutcomeClass, ResponseSchema
 from afpbench.workers.store.models import Cell
 from afpbench.workers.store.models import Judgement as JudgementRow
 from afpbench.workers.sweeps.inputs import SweepInputs
@@ -24,7 +37,25 @@ from afpbench.workers.sweeps.spec import ModelSpec
 CALL_FAILED = "judge call failed"
 
 
-def call_judge(judge: ModelSpec, messages: list[dict], cell_key: str) -> tuple[str | None, str | None]:
+def judgement_response(fixture: Fixture, swapped: bool = False) -> ResponseSchema:
+    """The structured output a judge is asked for on this fixture (and order of presentation)."""
+    return ResponseSchema(JUDGEMENT_SCHEMA_NAME, judgement_schema(fixture, swapped), JUDGEMENT_SCHEMA_DESCRIPTION)
+
+
+def judgement_text(result: AdapterResult, wanted: ResponseSchema | None) -> str | None:
+    """The judgement as text: the forced tool's arguments when the provider answered with that tool
+    (Anthropic), else the answer text; None when the call gave neither (an error for the caller)."""
+    forced = [c for c in result.tool_calls if wanted is not None and c.name == wanted.name]
+    if forced and result.outcome in (OutcomeClass.tool_call, OutcomeClass.truncated):
+        return forced[0].arguments_raw
+    if result.outcome in (OutcomeClass.answer, OutcomeClass.truncated):
+        return result.text or ""
+    return None
+
+
+def call_judge(
+    judge: ModelSpec, messages: list[dict], cell_key: str, response_schema: ResponseSchema | None = None
+) -> tuple[str | None, str | None]:
     """One judge call through the shared limiter; returns (raw text, error)."""
     endpoint = endpoint_for(judge)
     pool = pool_of(endpoint)
@@ -38,15 +69,16 @@ def call_judge(judge: ModelSpec, messages: list[dict], cell_key: str) -> tuple[s
         grant = limiter.acquire(pool, judge.limits, 0)
     try:
         result = adapter_for(judge.provider).call(
-            endpoint, ChatRequest(messages, [], {"X-Afpbench-Cell": cell_key})
+            endpoint, ChatRequest(messages, [], {"X-Afpbench-Cell": cell_key}, response_schema)
         )
     finally:
         limiter.release(pool, grant.lease)
     if result.outcome in (OutcomeClass.rate_limited, OutcomeClass.overloaded):
         limiter.cool_down(pool, result.retry_after_s or 1.0)
-    if result.outcome not in (OutcomeClass.answer, OutcomeClass.truncated):
+    text = judgement_text(result, response_schema)
+    if text is None:
         return None, f"{result.outcome.value}: {result.error or ''}".strip()
-    return result.text or "", None
+    return text, None
 
 
 def judge_round(
@@ -65,6 +97,7 @@ def judge_round(
     messages = build_judge_messages(
         fixture, response, inputs.judge_prompt, originated, swapped=judge_round == 2
     )
+    wanted = judgement_response(fixture, swapped=judge_round == 2)
     prompt_hash = text_sha256(inputs.judge_prompt)
 
     def row(judge: ModelSpec, raw: str | None, parsed: dict | None, parse_error: str | None) -> JudgementRow:
@@ -81,7 +114,7 @@ def judge_round(
         parsed: Judgement | JudgementError | None = None
         infra_errors = 0
         for _ in range(inputs.spec.dispute_rule.max_parse_retries + 1):
-            raw, error = call_judge(judge, messages, f"{cell.key}|judge{judge_round}")
+            raw, error = call_judge(judge, messages, f"{cell.key}|judge{judge_round}", wanted)
             if error:
                 infra_errors += 1
                 session.add(row(judge, None, None, f"{CALL_FAILED}: {error}"))

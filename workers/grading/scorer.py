@@ -104,7 +104,7 @@ def score_answer(
     run = next_scoring_run(session, cell_id)
     ev = evidence_for(inputs, validity_for(session, cell.sweep_id), cell.fixture_id, attempt.id,
                       attempt.output_text, attempt.tool_calls, attempt.outcome)
-    originated = ev.provenance["originated"] if ev.provenance else []
+    originated = ev.untraceable  # the ladder's originated figures, less those verbatim in the evidence
     rules = {"pass_rule": ev.pass_rule, "dispute_rule": ev.dispute_rule}
     judgements, failures = ([], 0)
     if ev.validity.passed:

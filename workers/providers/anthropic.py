@@ -22,6 +22,7 @@ from afpbench.workers.providers.classify import (
     status_class,
 )
 from afpbench.workers.providers.semantics import is_billing_message, is_context_error
+from afpbench.workers.providers.structured import schema_for, sent_params, structured_mode
 from afpbench.workers.providers.types import (
     AdapterResult,
     ChatRequest,
@@ -101,6 +102,11 @@ def to_anthropic_messages(messages: list[dict]) -> tuple[str | None, list[dict]]
     return ("\n\n".join(system_parts) if system_parts else None), turns
 
 
+def _thinking_on(params: Mapping[str, Any]) -> bool:
+    thinking = params.get("thinking")
+    return isinstance(thinking, dict) and thinking.get("type") not in (None, "disabled")
+
+
 def _usage(body: dict) -> Usage:
     raw = body.get("usage") or {}
     return Usage(
@@ -124,18 +130,27 @@ class AnthropicAdapter(Adapter):
         }
         if key is not None:
             headers["x-api-key"] = key
-        body: dict[str, Any] = {k: v for k, v in endpoint.params.items() if k not in _RESERVED}
+        body: dict[str, Any] = {k: v for k, v in sent_params(endpoint.params).items() if k not in _RESERVED}
         body.setdefault("max_tokens", DEFAULT_MAX_TOKENS)
         body["model"] = endpoint.model
         system, turns = to_anthropic_messages(request.messages)
         if system is not None:
             body["system"] = system
         body["messages"] = turns
-        if request.tools:
-            body["tools"] = [
-                {"name": t["name"], "description": t.get("description", ""), "input_schema": t["parameters"]}
-                for t in request.tools
-            ]
+        tools = [
+            {"name": t["name"], "description": t.get("description", ""), "input_schema": t["parameters"]}
+            for t in request.tools
+        ]
+        wanted = request.response_schema
+        mode = structured_mode(endpoint) if wanted else "off"
+        # Extended thinking refuses a forced tool_choice: with thinking on, the prompt contract stays.
+        if wanted and mode != "off" and not _thinking_on(endpoint.params):
+            description = wanted.description or "Record the answer in the required shape."
+            tools.append({"name": wanted.name, "description": description,
+                          "input_schema": schema_for(mode, wanted.schema)})
+            body["tool_choice"] = {"type": "tool", "name": wanted.name}
+        if tools:
+            body["tools"] = tools
         reasoning = {k: endpoint.params[k] for k in ("thinking",) if k in endpoint.params}
         return PreparedCall("POST", url, headers, body, reasoning)
 

@@ -21,6 +21,10 @@ class Provider:
     simulated: bool = False
     # Whether GET /models names what a request's `model` may be (Azure's names base models, not deployments).
     lists_models: bool = True
+    # How a judge asks for structured output by default (workers/providers/structured.py): "json_schema"
+    # (the full schema, length caps included), "strict_subset" (OpenAI strict mode refuses length
+    # keywords), "off" (prompt-only: support depends on the model behind the endpoint).
+    structured_output: str = "json_schema"
 
 
 FAMILIES = ("openai", "anthropic", "gemini", "sim")
@@ -28,13 +32,15 @@ FAMILIES = ("openai", "anthropic", "gemini", "sim")
 PROVIDERS: dict[str, Provider] = {
     p.name: p
     for p in (
-        Provider("openai", "openai", "https://api.openai.com/v1"),
-        Provider("openai-compatible", "openai", None),
+        Provider("openai", "openai", "https://api.openai.com/v1", structured_output="strict_subset"),
+        Provider("openai-compatible", "openai", None),  # llama.cpp server and vLLM honour json_schema
         Provider("vllm", "openai", None),
         Provider("ollama", "openai", "http://127.0.0.1:11434/v1"),
-        Provider("openrouter", "openai", "https://openrouter.ai/api/v1"),
-        Provider("groq", "openai", None),
-        Provider("azure-openai", "openai", None, auth_header="api-key", lists_models=False),  # {resource}/openai/v1
+        Provider("openrouter", "openai", "https://openrouter.ai/api/v1", structured_output="off"),
+        Provider("groq", "openai", None, structured_output="off"),
+        # {resource}/openai/v1
+        Provider("azure-openai", "openai", None, auth_header="api-key", lists_models=False,
+                 structured_output="strict_subset"),
         Provider("anthropic", "anthropic", "https://api.anthropic.com"),
         Provider("gemini", "gemini", "https://generativelanguage.googleapis.com"),
         # The simulated provider speaks Chat Completions; its output is labelled simulated everywhere.

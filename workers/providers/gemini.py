@@ -23,6 +23,7 @@ from afpbench.workers.providers.classify import (
     status_class,
 )
 from afpbench.workers.providers.semantics import gemini_quota_exhausted, is_context_error
+from afpbench.workers.providers.structured import gemini_schema, schema_for, sent_params, structured_mode
 from afpbench.workers.providers.types import (
     AdapterResult,
     ChatRequest,
@@ -159,7 +160,7 @@ class GeminiAdapter(Adapter):
         headers = {"Content-Type": "application/json", **request.extra_headers}
         if key is not None:
             headers["x-goog-api-key"] = key
-        top, gen = _split_params(endpoint.params)
+        top, gen = _split_params(sent_params(endpoint.params))
         instruction, contents = to_gemini_contents(request.messages)
         body: dict[str, Any] = {"contents": contents, **top}
         if instruction:
@@ -177,6 +178,11 @@ class GeminiAdapter(Adapter):
                     ]
                 }
             ]
+        wanted = request.response_schema
+        mode = structured_mode(endpoint) if wanted else "off"
+        if wanted and mode != "off":
+            gen["responseMimeType"] = "application/json"
+            gen["responseSchema"] = gemini_schema(schema_for(mode, wanted.schema))
         if gen:
             body["generationConfig"] = gen
         reasoning = {"thinkingConfig": gen["thinkingConfig"]} if "thinkingConfig" in gen else {}

@@ -22,6 +22,7 @@ from afpbench.workers.providers.classify import (
     tool_call_from_raw,
 )
 from afpbench.workers.providers.semantics import is_context_error, is_quota_error
+from afpbench.workers.providers.structured import schema_for, sent_params, structured_mode
 from afpbench.workers.providers.types import (
     AdapterResult,
     ChatRequest,
@@ -138,11 +139,18 @@ class OpenAICompatAdapter(Adapter):
         headers = {"Content-Type": "application/json", **request.extra_headers}
         if key is not None:
             headers.update(auth_headers(self.auth_header, key))
-        body: dict[str, Any] = {k: v for k, v in endpoint.params.items() if k not in _RESERVED}
+        body: dict[str, Any] = {k: v for k, v in sent_params(endpoint.params).items() if k not in _RESERVED}
         body["model"] = endpoint.model
         body["messages"] = [_message_to_openai(m) for m in request.messages]
         if request.tools:
             body["tools"] = [{"type": "function", "function": dict(t)} for t in request.tools]
+        wanted = request.response_schema
+        mode = structured_mode(endpoint) if wanted else "off"
+        if wanted and mode != "off":
+            spec: dict[str, Any] = {"name": wanted.name, "strict": True, "schema": schema_for(mode, wanted.schema)}
+            if wanted.description:
+                spec["description"] = wanted.description
+            body["response_format"] = {"type": "json_schema", "json_schema": spec}
         return PreparedCall("POST", url, headers, body, _reasoning_params(endpoint.params))
 
     def parse(

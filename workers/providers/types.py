@@ -67,11 +67,23 @@ class Usage:
     reasoning_tokens: int | None = None
 
 
+@dataclass(frozen=True)
+class ResponseSchema:
+    """Structured output the caller asks for: a name (letters, digits, '_' or '-', at most 64) and a
+    JSON Schema. Each adapter maps it to its provider's mechanism, or ignores it where the provider's
+    structured output is off (workers/providers/structured.py); the caller parses strictly either way."""
+
+    name: str
+    schema: dict
+    description: str = ""
+
+
 @dataclass
 class ChatRequest:
     messages: list[dict]
     tools: list[dict] = field(default_factory=list)
     extra_headers: dict[str, str] = field(default_factory=dict)
+    response_schema: ResponseSchema | None = None
 
 
 @dataclass

@@ -15,6 +15,7 @@ from afpbench.fixtures.loader import InputFileError, load_yaml, read_input_text
 from afpbench.reference.hashing import json_sha256
 from afpbench.workers.errors import SpecError
 from afpbench.workers.providers.families import PROVIDERS
+from afpbench.workers.providers.structured import STRUCTURED_OUTPUT_PARAM, param_problem
 from afpbench.workers.redact import mask_secrets
 
 CONDITIONS = ("A", "B", "C", "D")
@@ -83,6 +84,14 @@ class ModelSpec(_Strict):
     def _provider(cls, v: str) -> str:
         if v not in PROVIDERS:
             raise ValueError(f"unknown provider {v!r}; known: {', '.join(sorted(PROVIDERS))}")
+        return v
+
+    @field_validator("params")
+    @classmethod
+    def _structured_output(cls, v: dict[str, Any]) -> dict[str, Any]:
+        problem = param_problem(v[STRUCTURED_OUTPUT_PARAM]) if STRUCTURED_OUTPUT_PARAM in v else None
+        if problem:
+            raise ValueError(problem)
         return v
 
     @field_validator("base_url")
