@@ -140,6 +140,7 @@ def test_starved_and_faulted_tool_conversations_are_never_scored_embedded(tmp_pa
         counts = check_sweep(con.execute(CELLS_SQL).fetchall(), con.execute(ATTEMPTS_SQL).fetchall())
     finally:
         con.close()
+    print("starved-conversation sweep (embedded):", counts, summary["by_state"])
     assert counts["starved"] == 8
     assert counts["scored_p08"] >= 1, "the faulty model completes some P08 conversations in full"
     assert counts["lost_rounds"] >= 1, "the fault injection lost some later rounds"
