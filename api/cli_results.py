@@ -15,6 +15,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def verify(sweep: str) -> None:
         """Recompute every seal component from the current inputs and name any that changed."""
+        from afpbench.workers.results.decisions import decision_count
         from afpbench.workers.store.db import session_scope
         from afpbench.workers.store.models import Sweep
         from afpbench.workers.sweeps.coordinator import stored_inputs_intact, verify_sweep
@@ -25,6 +26,10 @@ def register(app: typer.Typer) -> None:
                 raise CommandError(f"no sweep with id {sweep!r}")
             changed = verify_sweep(row)
             stored = stored_inputs_intact(row)
+            decisions = decision_count(session, sweep)
+        # Human decisions are added after sealing and never change the seal, so say how many there are.
+        typer.echo(f"the sweep has {decisions} human decision{'' if decisions == 1 else 's'}"
+                   + (" (listed in the report and human_decisions.csv)" if decisions else ""))
         if stored:
             typer.echo(f"stored inputs no longer match the seal: {', '.join(stored)}")
         if changed:

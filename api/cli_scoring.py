@@ -84,8 +84,13 @@ def decide(
     note: str = typer.Option(..., help="why"),
     scores: str | None = typer.Option(None, help="four scores 0-2 in rubric order, e.g. 2,2,1,2"),
     fatal: str | None = typer.Option(None, help="fatal criterion id, if any"),
+    override: bool = typer.Option(
+        False, "--override", help="decide a cell that is not GRADER_DISPUTE (needs --reason)"
+    ),
+    reason: str | None = typer.Option(None, help="why a judged verdict is overridden (with --override)"),
 ) -> None:
-    """Record a human decision; the cell's state follows it, earlier rows stay as history."""
+    """Record a human decision on a GRADER_DISPUTE cell (any other cell only with --override and a
+    reason); the cell's state follows it, earlier rows stay as history, the report lists it."""
     from afpbench.fixtures.schema import DIMENSIONS
     from afpbench.workers.errors import AdjudicationError
     from afpbench.workers.grading.adjudication import decide as decide_cell
@@ -97,12 +102,13 @@ def decide(
             raise CommandError(f"--scores {scores!r}: expected four values 0-2 for {', '.join(DIMENSIONS)}")
         parsed = dict(zip(DIMENSIONS, map(int, parts), strict=True))
     try:
-        out = decide_cell(cell, reviewer, state, note, parsed, fatal)
+        out = decide_cell(cell, reviewer, state, note, parsed, fatal, override=override, reason=reason)
     except AdjudicationError as exc:
         raise CommandError(str(exc)) from None
+    kind = "override" if out["override"] else "decision"
     typer.echo(
-        f"cell {out['cell_id']} is now {out['state']} "
-        f"(adjudication {out['adjudication_id']}, scoring run {out['scoring_run']})"
+        f"cell {out['cell_id']}: {out['from_state']} -> {out['state']} "
+        f"({kind}, adjudication {out['adjudication_id']}, scoring run {out['scoring_run']})"
     )
 
 

@@ -11,10 +11,12 @@ from rich.table import Table
 from sqlalchemy import func
 from sqlmodel import select
 
-from afpbench.scoring.rates import EXCLUDED, FAIL, PASS
+from afpbench.scoring.balance import exclusion_balance
+from afpbench.scoring.rates import EXCLUDED, FAIL, PASS, UNFINISHED
 from afpbench.scoring.states import ResultState, pass_rate
+from afpbench.workers.results.aggregation import COMPARISONS
 from afpbench.workers.store.db import session_scope
-from afpbench.workers.store.models import Cell, Sweep
+from afpbench.workers.store.models import Cell, Phase, Sweep
 
 STATES = [s.value for s in ResultState]
 
@@ -61,6 +63,7 @@ def summary_json(sweep_id: str, progress, attempts: int, database_url: str) -> d
                 "pass_rate": pass_rate(p, f),
                 "excluded": {s: counts[s] for s in EXCLUDED if counts.get(s)},
             }
+        balance = _balance(session, sweep_id)
         return {
             "sweep_id": sweep_id,
             "name": sweep.name,
@@ -74,9 +77,25 @@ def summary_json(sweep_id: str, progress, attempts: int, database_url: str) -> d
             "by_condition": dict(sorted(by_condition.items())),
             "pass_rate_by_condition": rates,
             "attempts": attempts,
+            "exclusion_balance": balance,
             "notices": sweep.notices,
             "database": database_url,
         }
+
+
+def _balance(session, sweep_id: str) -> dict:
+    """The exclusion balance (scoring/balance.py) from one GROUP BY: the same reading as the report's."""
+    cols = (Cell.model_hash, Cell.model_label, Cell.condition, Cell.phase, Cell.state)
+    counts: dict[tuple[str, str], dict[str, int]] = {}
+    labels: dict[str, str] = {}
+    for model_hash, label, condition, phase, state, n in session.execute(
+        select(*cols, func.count()).where(Cell.sweep_id == sweep_id).group_by(*cols)
+    ).all():
+        labels[model_hash] = label
+        outcome = state if phase == Phase.done and state else UNFINISHED
+        slot = counts.setdefault((model_hash, condition), {})
+        slot[outcome] = slot.get(outcome, 0) + n
+    return exclusion_balance(counts, labels, COMPARISONS).model_dump(mode="json")
 
 
 def summary_table(summary: dict) -> Table:
@@ -96,6 +115,11 @@ def summary_table(summary: dict) -> Table:
         f"seal {summary['seal'][:16]}…",
         f"database {summary['database']}",
     ]
+    balance = summary["exclusion_balance"]
+    flagged = [f"{t['model']} {t['comparison']} FLAGGED (Fisher exact p = {t['p_value']:.3g})"
+               for t in balance["comparisons"] if t["flagged"]]
+    tested = f"{len(balance['comparisons'])} tested, two-sided Fisher exact, p < {balance['alpha']:g}"
+    notes.append("exclusion balance: " + ("; ".join(flagged) if flagged else f"no comparison flagged ({tested})"))
     notes += [f"notice: {n}" for n in summary["notices"]]
     table.caption = "\n".join(notes)
     return table

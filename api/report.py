@@ -89,6 +89,19 @@ def _sections(summary: SweepSummary) -> list[tuple[str, list[str], list[list[str
     hr_rows = [[x.model, x.fixture, x.condition, str(x.finished_repeats)] for x in hr.lacking]
     hr_note = ("every high-risk fixture has the required finished repeats" if hr.ready else
                f"{hr.lacking_count} model x fixture x condition groups lack {hr.required_repeats} repeats")
+    balance = s.exclusion_balance
+    share_rows = [[r.model, r.condition, str(r.finished), str(r.scored), f"{r.excluded} ({_pct(r.excluded_share)})",
+                   *[_pct(r.share_by_state[st]) for st in EXCLUDED]] for r in balance.shares]
+    balance_rows = [[t.model, t.comparison, f"{t.first_excluded}/{t.first_excluded + t.first_scored}",
+                     f"{t.second_excluded}/{t.second_excluded + t.second_scored}",
+                     "-" if t.p_value is None else f"{t.p_value:.4g}", "FLAGGED" if t.flagged else "ok"]
+                    for t in balance.comparisons]
+    decisions = [[str(d.cell_id), d.model, d.condition, f"{d.fixture} r{d.repeat}",
+                  f"{d.from_state or '-'} -> {d.to_state}", "override" if d.override else "dispute",
+                  d.reviewer, d.reason or "-", d.decided_at or "-"] for d in s.human_decisions]
+    decisions_note = (f"{len(decisions)} human decisions set the state of these cells (an override changed a "
+                      "judged verdict and needed a reason); the sealed inputs are unchanged"
+                      if decisions else "no human decisions")
     return [
         ("Pass rate by model and condition", RATE_HEAD, _rate_rows(s),
          "pass rate = MODEL_PASS / (MODEL_PASS + MODEL_FAIL); every other state is counted beside it"),
@@ -103,6 +116,13 @@ def _sections(summary: SweepSummary) -> list[tuple[str, list[str], list[list[str
          "shows whether a condition only adds length"),
         ("Cost", ["model", "attempts", "input", "output", "cached", "reasoning", "USD"], cost, s.cost.rule),
         ("High-risk fixtures", ["model", "fixture", "condition", "finished repeats"], hr_rows, hr_note),
+        ("Exclusion balance: excluded share of finished cells by model and condition",
+         ["model", "condition", "finished", "scored", "excluded", *EXCLUDED], share_rows,
+         "a state outside PASS/(PASS+FAIL) that depends on the condition biases the pass-rate comparison"),
+        ("Exclusion balance: comparisons", ["model", "comparison", "first excluded", "second excluded",
+                                             "p (Fisher exact)", "flag"], balance_rows, balance.test),
+        ("Human decisions", ["cell", "model", "condition", "fixture", "from -> to", "kind", "reviewer", "reason",
+                             "decided at (UTC)"], decisions, decisions_note),
     ]
 
 
@@ -121,6 +141,14 @@ def _headline(s: SweepSummary) -> list[str]:
     if s.simulated:
         lines.insert(0, f"SIMULATED: this sweep used the simulated provider ({', '.join(s.simulated_parts)}); "
                         "its numbers say nothing about any real model.")
+    flagged = [t for t in s.exclusion_balance.comparisons if t.flagged]
+    if flagged:
+        lines.append("exclusion balance: " + "; ".join(f"{t.model} {t.comparison} flagged (p = {t.p_value:.3g})"
+                                                       for t in flagged)
+                     + ": read these pass-rate comparisons with care")
+    if s.human_decisions:
+        lines.append(f"human decisions: {len(s.human_decisions)} "
+                     f"({sum(d.override for d in s.human_decisions)} overrides), listed below")
     lines += [f"notice: {n}" for n in s.notices]
     return lines
 

@@ -38,6 +38,8 @@ class Settings(BaseSettings):
     embedded_threads: int = 8
     max_attempts: int = 5
     max_tool_rounds: int = 8
+    # How long a later tool round may wait for its rate slot before the try counts as incomplete.
+    tool_round_wait_s: float = 30.0
 
     @property
     def embedded(self) -> bool:

@@ -31,17 +31,20 @@ def list_disputes(
 
 @router.post("/{cell_id}", status_code=status.HTTP_201_CREATED, response_model=DecisionRecorded,
              responses={404: {"description": "unknown cell"},
-                        422: {"description": "a decision the pass rule or the protocol does not allow"}})
+                        422: {"description": "a decision the pass rule or the protocol does not allow, or "
+                                             "a cell that is not disputed without override and reason"}})
 def decide(cell_id: CellId, body: DecisionRequest, session: SessionDep) -> DecisionRecorded:
-    """Record a reviewer's decision. It must resolve the cell and agree with the sealed pass rule:
-    MODEL_PASS needs scores meeting it and no fatal criterion; MODEL_FAIL needs scores below it or a
-    fatal criterion. The cell's reported state follows the newest result; history stays."""
+    """Record a reviewer's decision on a GRADER_DISPUTE cell; any other finished cell needs
+    `override: true` and a non-empty `reason`. It must resolve the cell and agree with the sealed pass
+    rule: MODEL_PASS needs scores meeting it and no fatal criterion; MODEL_FAIL needs scores below it or
+    a fatal criterion. The cell's reported state follows the newest result; history stays."""
     if session.get(Cell, cell_id) is None:
         raise not_found(f"no cell with id {cell_id}")
     try:
         out = adjudication.decide(
             cell_id, body.reviewer, body.state.value, body.note, scores=body.scores,
             fatal_criterion=body.fatal_criterion.value if body.fatal_criterion else None,
+            override=body.override, reason=body.reason,
         )
     except adjudication.AdjudicationError as exc:
         raise unprocessable(str(exc), ("body",), "adjudication_error") from None

@@ -105,7 +105,8 @@ class DisputePage(Page):
 
 
 class DecisionRequest(BaseModel):
-    """A human decision on a disputed (or any scored) cell; it adds rows and overwrites nothing."""
+    """A human decision on a GRADER_DISPUTE cell; on any other finished cell only as an explicit
+    override with a reason. It adds rows and overwrites nothing; reports and exports list it."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -116,11 +117,15 @@ class DecisionRequest(BaseModel):
     )
     fatal_criterion: FatalCriterionId | None = None
     note: str = Field(min_length=1, max_length=20_000)
+    override: bool = Field(default=False, description="required to decide a cell that is not GRADER_DISPUTE")
+    reason: str | None = Field(default=None, max_length=20_000, description="why the verdict is overridden")
 
 
 class DecisionRecorded(BaseModel):
     cell_id: int
+    from_state: str | None
     state: str
+    override: bool
     adjudication_id: int | None
     scoring_run: int
 

@@ -140,8 +140,11 @@ def test_disputes_rejudge_then_human_decision_keeps_history(tmp_path, servers):
     assert rows(db, f"select count(*) from judgement where cell_id={cell_id}")[0][0] >= 4
     assert rows(db, f"select reviewer from adjudication where cell_id={cell_id}") == [("alice",)]
 
-    bad = afpbench(["adjudicate", "decide", str(cell_id), "--state", "MODEL_PASS", "--reviewer", "bob",
-                    "--note", "x", "--scores", "0,0,0,0"], tmp_path)
+    again = ["adjudicate", "decide", str(cell_id), "--state", "MODEL_PASS", "--reviewer", "bob",
+             "--note", "x", "--scores", "0,0,0,0"]
+    not_disputed = afpbench(again, tmp_path)  # decided once: it is no longer a dispute
+    assert not_disputed.returncode == 2 and "not GRADER_DISPUTE" in not_disputed.stderr
+    bad = afpbench([*again, "--override", "--reason", "second opinion"], tmp_path)
     assert bad.returncode == 2 and "pass rule" in bad.stderr
 
 

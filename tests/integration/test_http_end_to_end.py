@@ -115,7 +115,7 @@ def test_demo_sweep_through_the_http_api(postgres_url, fresh_redis, tmp_path):
             # A dispute if the sim produced one; else a human override of a scored cell (the same path).
             passed = api.get(f"{base}/sweeps/{sweep_id}/cells?state=MODEL_PASS&limit=1", timeout=10).json()
             target = (disputes["items"] or passed["items"])[0]
-            _decide(api, base, sweep_id, target.get("cell_id") or target["id"])
+            _decide(api, base, sweep_id, target.get("cell_id") or target["id"], disputed=bool(disputes["items"]))
 
             report = api.get(f"{base}/sweeps/{sweep_id}/report", params={"format": "json"}, timeout=60)
             assert report.status_code == 200, report.text
@@ -152,14 +152,20 @@ def _check_every_route_needs_the_token(base: str) -> None:
                 assert response.status_code == expected, (method, path, response.status_code, response.text)
 
 
-def _decide(api: requests.Session, base: str, sweep_id: str, cell_id: int) -> None:
-    """A human decision must resolve the cell; it is added as a row and the cell's state follows it."""
+def _decide(api: requests.Session, base: str, sweep_id: str, cell_id: int, disputed: bool) -> None:
+    """A human decision must resolve the cell; it is added as a row and the cell's state follows it.
+    A cell that is not disputed is decided only as an explicit override with a reason."""
     before = api.get(f"{base}/sweeps/{sweep_id}", timeout=10).json()["states"]
     refused = api.post(f"{base}/adjudications/{cell_id}", timeout=30,
-                       json={"reviewer": "e2e", "state": "GRADER_DISPUTE", "note": "cannot stay disputed"})
+                       json={"reviewer": "e2e", "state": "GRADER_DISPUTE", "note": "cannot stay disputed",
+                             "override": True, "reason": "test"})
     assert refused.status_code == 422 and "GRADER_DISPUTE" in refused.text, refused.text
     decision = {"reviewer": "e2e reviewer", "state": "MODEL_FAIL", "fatal_criterion": "fabricated_fact",
                 "note": "end-to-end test decision on simulated output"}
+    if not disputed:
+        plain = api.post(f"{base}/adjudications/{cell_id}", json=decision, timeout=30)
+        assert plain.status_code == 422 and "not GRADER_DISPUTE" in plain.text, plain.text
+        decision |= {"override": True, "reason": "end-to-end override of a judged pass"}
     recorded = api.post(f"{base}/adjudications/{cell_id}", json=decision, timeout=60)
     assert recorded.status_code == 201, recorded.text
     assert recorded.json()["state"] == "MODEL_FAIL"

@@ -82,3 +82,23 @@ def test_refund_returns_one_request_to_the_shared_bucket_capped_at_the_burst(fre
         b.refund("pool-r", limits)
     granted = sum(a.acquire("pool-r", limits).granted for _ in range(4))
     assert granted == 2, "refunds never lift the bucket above its burst"
+
+
+def test_a_held_lease_admits_later_rounds_without_a_second_slot(fresh_redis):
+    """A conversation holds one in-flight slot for its whole life: later rounds pass it as `holding`,
+    pay rate budget only, and keep the lease alive (the Lua script, as every worker sees it)."""
+    limiter, other = RedisLimiter(fresh_redis, lease_ttl_s=0.6), RedisLimiter(fresh_redis)
+    limits = Limits(max_in_flight=1, requests_per_min=60, burst=2)
+    first = limiter.acquire("pool-h", limits)
+    assert first.granted and first.lease and limiter.in_flight("pool-h") == 1
+    later = limiter.acquire("pool-h", limits, holding=first.lease)
+    assert later.granted and later.lease is None and limiter.in_flight("pool-h") == 1
+    assert other.acquire("pool-h", limits).reason == "max in flight"
+    rate = limiter.acquire("pool-h", limits, holding=first.lease)  # burst of 2 spent: rate still applies
+    assert not rate.granted and rate.reason == "rate"
+    time.sleep(0.4)
+    limiter.acquire("pool-h", limits, reserve_s=5, holding=first.lease)  # pushes the lease's expiry out
+    time.sleep(0.4)  # past the first expiry, within the renewed one
+    assert other.acquire("pool-h", limits).reason == "max in flight"
+    limiter.release("pool-h", first.lease)
+    assert limiter.in_flight("pool-h") == 0

@@ -1,6 +1,15 @@
 """One try's conversation with the model: the prompt, then calculator rounds for numeric fixtures.
 
-Round one's limiter slot is granted before the claim (execution.py); later rounds ask for their own.
+The conversation holds one in-flight slot for its whole life: execute_cell (execution.py) takes it
+before the claim, and later rounds pass that lease to the limiter as `holding`, so they wait only for
+rate and token budget, never for a second slot (with `max_in_flight: 1` that slot would be their own).
+
+A conversation that cannot finish is never the model's answer: no slot for a later round within the
+bounded wait, a later round lost to a provider fault, the hard-time-limit guard, or a model still
+calling the calculator after `max_tool_rounds`. It ends with a non-scorable outcome whose error says
+"tool conversation incomplete: ...", so the record step retries the cell (its slot given back) and,
+when the attempts run out, ends it INFRA_ERROR naming why.
+
 Every round is recorded (request as sent, status, headers, raw body, latency); calculator calls are
 evaluated exactly by the harness and their records kept with the attempt.
 """
@@ -8,11 +17,12 @@ evaluated exactly by the harness and their records kept with the attempt.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from afpbench.fixtures.schema import NumericSpec
 from afpbench.scoring.calculator import CalculatorError, evaluate, shown_result
 from afpbench.scoring.render import render
-from afpbench.workers.limits.base import pool_of
+from afpbench.workers.limits.base import Grant, Limiter, pool_of
 from afpbench.workers.limits.shared import get_limiter
 from afpbench.workers.providers.endpoints import endpoint_for
 from afpbench.workers.providers.registry import adapter_for
@@ -21,6 +31,11 @@ from afpbench.workers.settings import get_settings
 from afpbench.workers.store.models import Cell
 from afpbench.workers.sweeps.inputs import SweepInputs
 from afpbench.workers.sweeps.spec import ModelSpec
+
+INCOMPLETE = "tool conversation incomplete"
+# Outcomes of a later round that lose the conversation (the cell retries); the others keep their own
+# meaning (a provider block, a refused key, an over-long prompt, a length-truncated final answer).
+_LOST = (OutcomeClass.infra_error, OutcomeClass.rate_limited, OutcomeClass.overloaded)
 
 
 def estimate_tokens(messages: list[dict], params: dict) -> int:
@@ -63,10 +78,39 @@ def _round_record(result: AdapterResult) -> dict:
     }
 
 
+def incomplete(reason: str, outcome: OutcomeClass = OutcomeClass.infra_error) -> AdapterResult:
+    """The result of a conversation that could not finish: never scorable, the error names why."""
+    return failure_result(outcome, f"{INCOMPLETE}: {reason}")
+
+
+def _round_slot(
+    limiter: Limiter, pool: str, model: ModelSpec, tokens: int, holding: str | None, budget_s: float
+) -> Grant:
+    """Wait (at most budget_s) for a later round's rate and token budget, holding the conversation's
+    in-flight lease. Reserving ahead (reserve_s) paces this round against other waiting tasks instead
+    of racing them at every refill. A grant carries a lease only when the caller held none."""
+    deadline = time.monotonic() + budget_s
+    prepaid = False
+    while True:
+        left = deadline - time.monotonic()
+        grant = limiter.acquire(pool, model.limits, tokens, reserve_s=max(0.0, left), prepaid=prepaid,
+                                holding=holding)
+        if grant.granted:
+            return grant
+        prepaid = grant.prepaid
+        if grant.wait_s > deadline - time.monotonic():
+            if prepaid:  # the reserved request will never be sent
+                limiter.refund(pool, model.limits, tokens)
+            return grant
+        time.sleep(grant.wait_s)
+
+
 def converse(
-    model: ModelSpec, inputs: SweepInputs, cell: Cell
+    model: ModelSpec, inputs: SweepInputs, cell: Cell, holding: str | None = None
 ) -> tuple[AdapterResult, list[dict], list[dict], dict]:
-    """All rounds of one try. Returns the last result, round records, tool-call records, token sums."""
+    """All rounds of one try. Returns the last result, round records, tool-call records, token sums.
+
+    `holding` is the in-flight lease execute_cell took for round one; it covers every round."""
     settings = get_settings()
     fixture = inputs.fixtures[cell.fixture_id]
     prompt = render(cell.condition, fixture, inputs.instructions.text(cell.condition))
@@ -82,33 +126,33 @@ def converse(
     started = time.monotonic()
     for round_no in range(1, settings.max_tool_rounds + 1):
         estimate = estimate_tokens(messages, model.params)
-        # The thread pool does not enforce Celery's hard time limit, so the conversation does: a round
-        # that could overrun it is not started (the try ends as an infra error and is retried).
-        worst_case = time.monotonic() - started + endpoint.connect_timeout_s + endpoint.timeout_s
-        if round_no > 1 and worst_case > settings.task_hard_time_limit_s:
-            result = failure_result(
-                OutcomeClass.infra_error,
-                f"tool conversation stopped after {round_no - 1} rounds: another round could exceed "
-                f"the hard time limit of {settings.task_hard_time_limit_s} s",
-            )
-            rounds.append(_round_record(result))
-            break
-        if round_no > 1:  # the first round's slot was granted before the claim
-            grant = limiter.acquire(pool, model.limits, estimate)
-            waited = 0.0
-            while not grant.granted and waited < 30:  # short, bounded waits inside one conversation
-                time.sleep(min(grant.wait_s, 2.0))
-                waited += min(grant.wait_s, 2.0)
-                grant = limiter.acquire(pool, model.limits, estimate)
+        if round_no > 1:
+            # The thread pool does not enforce Celery's hard time limit, so the conversation does: a
+            # round that could overrun it (waiting for its slot included) is not started.
+            spare = (settings.task_hard_time_limit_s - (time.monotonic() - started)
+                     - endpoint.connect_timeout_s - endpoint.timeout_s)
+            if spare <= 0:
+                result = incomplete(f"round {round_no} could exceed the hard time limit of "
+                                    f"{settings.task_hard_time_limit_s} s")
+                rounds.append(_round_record(result))
+                break
+            budget = min(settings.tool_round_wait_s, spare)
+            grant = _round_slot(limiter, pool, model, estimate, holding, budget)
             if not grant.granted:
+                result = incomplete(f"no rate slot for round {round_no} within {budget:g} s "
+                                    f"({grant.reason or 'limiter'})")
+                rounds.append(_round_record(result))
                 break
             lease = grant.lease
         else:
-            lease = None
+            lease = None  # the conversation's own lease, released by execute_cell
         result = adapter.call(endpoint, ChatRequest(messages, prompt.tools, {"X-Afpbench-Cell": cell.key}))
-        if lease or model.limits.tokens_per_min:  # round 1's lease is released by the caller
+        if lease or model.limits.tokens_per_min:
+            # Correct the token budget with the reported usage; round one's estimate is what
+            # execute_cell took (before the prompt was rendered).
+            taken = estimate_tokens([], model.params) if round_no == 1 else estimate
             used = (result.usage.input_tokens or 0) + (result.usage.output_tokens or 0)
-            limiter.release(pool, lease, estimate, used if result.usage.input_tokens is not None else None)
+            limiter.release(pool, lease, taken, used if result.usage.input_tokens is not None else None)
         if result.outcome in (OutcomeClass.rate_limited, OutcomeClass.overloaded):
             limiter.cool_down(pool, result.retry_after_s or 1.0)
         rounds.append(_round_record(result))
@@ -120,6 +164,10 @@ def converse(
         ):
             tokens[key] += value or 0
         tokens["latency_ms"] += result.latency_ms
+        if round_no > 1 and result.outcome in _LOST:
+            # Keep the outcome class (a 429 retries on the rate-limit budget) and say what was lost.
+            result = replace(result, error=f"{INCOMPLETE}: round {round_no} lost: {result.error or result.outcome}")
+            break
         if result.outcome != OutcomeClass.tool_call or not prompt.tools:
             break
         records, tool_messages = _run_calculator(result, round_no, fixture.numeric)
@@ -132,5 +180,11 @@ def converse(
             },
             *tool_messages,
         ]
+    else:
+        # Still calling the calculator after the last allowed round: cut, not answered.
+        assert result is not None
+        if result.outcome == OutcomeClass.tool_call and prompt.tools:
+            result = incomplete(f"still calling the calculator after max_tool_rounds = {settings.max_tool_rounds}")
+            rounds.append(_round_record(result))
     assert result is not None
     return result, rounds, tool_records, tokens

@@ -115,7 +115,7 @@ def execute_cell(
         limiter.refund(pool, model.limits, estimate)
         return RetryLater(5.0, "claimed by another worker")
     try:
-        result, rounds, tool_records, tokens = converse(model, inputs, cell)
+        result, rounds, tool_records, tokens = converse(model, inputs, cell, holding=grant.lease)
     finally:
         limiter.release(pool, grant.lease)
     decision = _record(cell, claimed, model, inputs, validity, result, rounds, tool_records, tokens, policy)

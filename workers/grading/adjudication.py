@@ -1,7 +1,9 @@
 """Human adjudication and re-scoring: both add rows, neither overwrites.
 
 A human decision adds an Adjudication row and a Result row (a new scoring run whose details name the
-adjudication); the cell's state follows the latest result. Judge rows and earlier results stay as history.
+adjudication, the state it changed from, whether it was an override and why); the cell's state follows
+the latest result. Judge rows and earlier results stay as history; the seal is never touched.
+Decisions act on GRADER_DISPUTE cells; any other finished cell needs an explicit override with a reason.
 Re-scoring reads the stored raw output and calls judges again, never the tested model.
 """
 
@@ -54,19 +56,36 @@ def decide(
     note: str,
     scores: dict[str, int] | None = None,
     fatal_criterion: str | None = None,
+    override: bool = False,
+    reason: str | None = None,
 ) -> dict:
+    """Record a human decision on a finished cell.
+
+    Its scope is the GRADER_DISPUTE cells. Any other cell carries a verdict the sealed rules already
+    reached (a judged pass or fail, an infrastructure error...); changing it is an override, which must
+    be asked for explicitly with a non-empty reason, and stays on record (from, to, reviewer, reason,
+    time) in the report, the export bundle and the run record."""
     try:
         result_state = ResultState(state)
     except ValueError:
         raise AdjudicationError(
             f"state {state!r} is not one of {', '.join(s.value for s in ResultState)}"
         ) from None
+    reason = (reason or "").strip() or None
+    if override and reason is None:
+        raise AdjudicationError("override needs a non-empty reason (--reason; HTTP: reason)")
     with session_scope() as session:
         cell = session.get(Cell, cell_id)
         if cell is None:
             raise AdjudicationError(f"no cell with id {cell_id}")
         if cell.phase != Phase.done:
             raise AdjudicationError(f"cell {cell_id} is still {cell.phase}; adjudicate once it is scored")
+        from_state = cell.state
+        if from_state != ResultState.GRADER_DISPUTE.value and not override:
+            raise AdjudicationError(
+                f"cell {cell_id} is {from_state}, not GRADER_DISPUTE: deciding it overrides its verdict "
+                "and needs --override with --reason (HTTP: override: true and reason)"
+            )
         sweep = session.get(Sweep, cell.sweep_id)
         pass_rule = PassRule(**inputs_for_sweep(sweep).spec.pass_rule.model_dump())
         try:
@@ -81,23 +100,32 @@ def decide(
         session.add(row)
         session.flush()
         run = next_scoring_run(session, cell_id)
-        write_result(
-            session,
-            cell_id,
-            run,
-            verdict,
-            {"source": "human", "adjudication_id": row.id, "reviewer": reviewer, "note": note},
-        )
+        details = {"source": "human", "adjudication_id": row.id, "reviewer": reviewer, "note": note,
+                   "from_state": from_state, "override": override, "reason": reason or note}
+        judged = _judged_attempt(session, cell_id)
+        if judged is not None:  # the answer the decision is about (tokens, raw output in the record)
+            details["attempt_id"] = judged
+        write_result(session, cell_id, run, verdict, details)
         aggregated = session.get(Aggregate, cell.sweep_id) is not None
         out = {
             "cell_id": cell_id,
+            "from_state": from_state,
             "state": verdict.state.value,
+            "override": override,
             "adjudication_id": row.id,
             "scoring_run": run,
         }
     if aggregated:  # keep the published summary in step with the decision
         aggregate_sweep(cell.sweep_id)
     return out
+
+
+def _judged_attempt(session, cell_id: int) -> int | None:
+    latest = session.exec(
+        select(Result).where(Result.cell_id == cell_id).order_by(Result.scoring_run.desc()).limit(1)
+    ).first()
+    attempt_id = (latest.details or {}).get("attempt_id") if latest else None
+    return attempt_id if isinstance(attempt_id, int) else None
 
 
 def history(cell_id: int) -> dict:

@@ -4,6 +4,10 @@ A pool is provider + base URL + a fingerprint of the key (never the key). A chec
 request (with a lease on an in-flight slot) or says how long to wait; a waiting task gives its worker
 slot back and retries after that delay instead of sleeping. Two implementations keep the same rules:
 in_memory.py (embedded mode) and in_redis.py (atomic across machines).
+
+A conversation holds one in-flight slot for its whole life: its later rounds (calculator tool rounds)
+pass the lease they already hold as `holding` and take only rate and token budget. Asking for a second
+slot instead would deadlock a pool whose cap is the one slot the conversation itself holds.
 """
 
 from __future__ import annotations
@@ -41,8 +45,13 @@ class Grant:
 
 class Limiter:
     def acquire(
-        self, pool: str, limits: Limits, tokens: int = 0, *, reserve_s: float = 0.0, prepaid: bool = False
+        self, pool: str, limits: Limits, tokens: int = 0, *, reserve_s: float = 0.0, prepaid: bool = False,
+        holding: str | None = None,
     ) -> Grant:  # pragma: no cover - interface
+        """`holding`: an in-flight lease the caller already holds for this conversation. The in-flight
+        cap is then not checked again and no new lease is taken (the grant's lease is None); the held
+        lease is kept alive (re-taken when it has expired, if the cap allows). Rate, token budget and
+        cool-down apply as for any request."""
         raise NotImplementedError
 
     def release(

@@ -49,7 +49,8 @@ class InMemoryLimiter(Limiter):
         self._cool_until: dict[str, float] = {}
 
     def acquire(
-        self, pool: str, limits: Limits, tokens: int = 0, *, reserve_s: float = 0.0, prepaid: bool = False
+        self, pool: str, limits: Limits, tokens: int = 0, *, reserve_s: float = 0.0, prepaid: bool = False,
+        holding: str | None = None,
     ) -> Grant:
         with self._lock:
             now = self._clock()
@@ -57,7 +58,8 @@ class InMemoryLimiter(Limiter):
             if cool > 0:
                 return Grant(False, cool, reason="cool-down after a 429", prepaid=prepaid)
             flights = self._in_flight.setdefault(pool, set())
-            if limits.max_in_flight is not None and len(flights) >= limits.max_in_flight:
+            held = holding is not None and holding in flights
+            if not held and limits.max_in_flight is not None and len(flights) >= limits.max_in_flight:
                 return Grant(False, 0.25, reason="max in flight", prepaid=prepaid)
             if not prepaid:
                 waits = []
@@ -77,6 +79,9 @@ class InMemoryLimiter(Limiter):
                     tok.take(min(tokens, tok.capacity))
                 if wait > 0:
                     return Grant(False, wait, reason="reserved", prepaid=True)
+            if holding is not None:
+                flights.add(holding)  # a no-op unless it had been released meanwhile
+                return Grant(True, 0.0, None)
             lease = uuid.uuid4().hex
             flights.add(lease)
             return Grant(True, 0.0, lease)

@@ -2,7 +2,8 @@
 
 Per pool: a request token bucket (rate per minute, burst), a token-per-minute bucket (estimate taken
 before the call, corrected with reported usage afterwards), and in-flight leases in a sorted set scored
-by expiry, so a dead worker's slot frees itself. A 429 sets a pool-wide cool-down.
+by expiry, so a dead worker's slot frees itself. A 429 sets a pool-wide cool-down. A later round of
+a conversation passes its lease as `holding`: the cap is not counted again and the lease's expiry moves on.
 """
 
 from __future__ import annotations
@@ -20,14 +21,19 @@ local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local cool = tonumber(redis.call('GET', KEYS[4]) or '0')
 if cool > now then return {0, tostring(cool - now), 'cool-down after a 429'} end
 local maxf = tonumber(ARGV[6])
+local holding = ARGV[11]
+local member = ARGV[7]
+if holding ~= '' then member = holding end
 if maxf > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
-  if redis.call('ZCARD', KEYS[3]) >= maxf then return {0, '0.25', 'max in flight'} end
+  local held = holding ~= '' and redis.call('ZSCORE', KEYS[3], holding)
+  if not held and redis.call('ZCARD', KEYS[3]) >= maxf then return {0, '0.25', 'max in flight'} end
+  if held then redis.call('ZADD', KEYS[3], now + tonumber(ARGV[8]), holding) end
 end
 local prepaid = tonumber(ARGV[10]) == 1
 if prepaid then
   if maxf > 0 then
-    redis.call('ZADD', KEYS[3], now + tonumber(ARGV[8]), ARGV[7])
+    redis.call('ZADD', KEYS[3], now + tonumber(ARGV[8]), member)
     redis.call('EXPIRE', KEYS[3], 86400)
   end
   return {1, '0', 'ok'}
@@ -66,7 +72,7 @@ if tl then
 end
 if wait > 0 then return {2, tostring(wait), 'reserved'} end
 if maxf > 0 then
-  redis.call('ZADD', KEYS[3], now + tonumber(ARGV[8]), ARGV[7])
+  redis.call('ZADD', KEYS[3], now + tonumber(ARGV[8]), member)
   redis.call('EXPIRE', KEYS[3], 86400)
 end
 return {1, '0', 'ok'}
@@ -114,7 +120,8 @@ class RedisLimiter(Limiter):
         return [f"{base}:req", f"{base}:tok", f"{base}:inflight", f"{base}:cool"]
 
     def acquire(
-        self, pool: str, limits: Limits, tokens: int = 0, *, reserve_s: float = 0.0, prepaid: bool = False
+        self, pool: str, limits: Limits, tokens: int = 0, *, reserve_s: float = 0.0, prepaid: bool = False,
+        holding: str | None = None,
     ) -> Grant:
         lease = uuid.uuid4().hex
         tpm = limits.tokens_per_min or 0
@@ -131,11 +138,13 @@ class RedisLimiter(Limiter):
                 self._ttl,
                 reserve_s,
                 1 if prepaid else 0,
+                holding or "",
             ],
         )
         reason = reason.decode() if isinstance(reason, bytes) else str(reason)
         if int(granted) == 1:
-            return Grant(True, 0.0, lease if limits.max_in_flight else None)
+            # Holding: the held lease's expiry was pushed out; no new lease to release.
+            return Grant(True, 0.0, lease if limits.max_in_flight and not holding else None)
         if int(granted) == 2:
             return Grant(False, float(wait), reason=reason, prepaid=True)
         return Grant(False, float(wait), reason=reason, prepaid=prepaid)

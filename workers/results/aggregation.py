@@ -15,6 +15,7 @@ from sqlalchemy import ColumnElement, case, exists, func
 from sqlalchemy.orm import aliased
 from sqlmodel import Session, select
 
+from afpbench.scoring.balance import exclusion_balance, outcome_counts
 from afpbench.scoring.measures import COST_RULE, MEANS, ScoredGroup, Sum, TokenCounts, score_summary, token_cost
 from afpbench.scoring.rates import (
     SCORED,
@@ -31,6 +32,7 @@ from afpbench.scoring.rates import (
     tally,
 )
 from afpbench.workers.errors import SweepNotFound
+from afpbench.workers.results.decisions import human_decisions
 from afpbench.workers.results.summary import (
     Comparison,
     ComparisonHead,
@@ -158,6 +160,8 @@ def _compute(session: Session, sweep: Sweep, interim: bool | None) -> SweepSumma
         cost=_cost(session, sweep.id, models, labels),
         high_risk=high_risk,
         comparisons=_comparisons(session, sweep.id, conditions, labels, high_risk.ready),
+        exclusion_balance=exclusion_balance(outcome_counts(states), labels, COMPARISONS),
+        human_decisions=human_decisions(session, sweep.id),
     )
 
 

@@ -102,6 +102,7 @@ def _write(sweep_id: str, root: Path, renderer: Renderer | None) -> BundleReport
                 out.write(line + "\n")
         _text(root / "scores.csv", mask_known(_scores_csv(session, sweep_id), secrets))
         _text(root / "excluded.csv", mask_known(_excluded_csv(session, sweep_id), secrets))
+        _text(root / "human_decisions.csv", mask_known(_decisions_csv(summary), secrets))
         seal = {"seal_hash": sweep.seal_hash, "components": sweep.seal_components,
                 "afpbench_version": sweep.afpbench_version}
         notices = list(sweep.notices or [])
@@ -186,6 +187,16 @@ def _excluded_csv(session: Session, sweep_id: str) -> str:
     return _csv(header, ([("" if v is None else v) for v in row] for row in session.execute(q)))
 
 
+DECISION_HEAD = ["adjudication_id", "cell_id", "model", "condition", "fixture", "repeat", "from_state", "to_state",
+                 "override", "reviewer", "reason", "decided_at"]
+
+
+def _decisions_csv(summary: SweepSummary) -> str:
+    """Every human decision (header only when there is none: the file says so by being there)."""
+    rows = [[d.model_dump()[k] for k in DECISION_HEAD] for d in summary.human_decisions]
+    return _csv(DECISION_HEAD, ([("" if v is None else v) for v in row] for row in rows))
+
+
 def missing_items(root: Path, summary: SweepSummary) -> list[str]:
     """Publication items that are absent or empty, then the reasons results are not final yet."""
     missing = []
@@ -240,6 +251,10 @@ def limitations_text(summary: SweepSummary, notices: list[str]) -> str:
                         "scores are synthetic and say nothing about any real model.")
     if not summary.complete:
         lines.append("- The sweep is not complete: every figure is interim.")
+    if summary.human_decisions:
+        overrides = sum(d.override for d in summary.human_decisions)
+        lines.append(f"- {len(summary.human_decisions)} human decisions set cell states ({overrides} overrides of "
+                     "a judged verdict); each is listed in human_decisions.csv with from, to, reviewer and reason.")
     lines += [f"- Notice: {n}" for n in notices]
     return "\n".join(lines) + "\n"
 

@@ -79,7 +79,10 @@ class Decision(_Record):
     """One human decision (adjudication) on the cell."""
 
     reviewer: str
-    state: str
+    from_state: str | None = Field(description="the cell's state before the decision")
+    state: str = Field(description="the state decided (to)")
+    override: bool = Field(description="the cell was not GRADER_DISPUTE: a judged verdict was overridden")
+    reason: str | None = Field(description="why: the override reason, else the reviewer's note")
     scores: Json | None
     note: str | None
     created_at: str | None

@@ -92,8 +92,12 @@ def _judgement(j: Judgement) -> JudgementEntry:
     )
 
 
-def _decision(a: Adjudication) -> Decision:
-    return Decision(reviewer=a.reviewer, state=a.state, scores=a.scores, note=a.note, created_at=_iso(a.created_at))
+def _decision(a: Adjudication, results: list[Result]) -> Decision:
+    """The decision with the trail its Result row holds (from which state, override, why)."""
+    d = next((r.details for r in results if (r.details or {}).get("adjudication_id") == a.id), None) or {}
+    return Decision(reviewer=a.reviewer, from_state=d.get("from_state"), state=a.state,
+                    override=bool(d.get("override")), reason=d.get("reason") or a.note, scores=a.scores,
+                    note=a.note, created_at=_iso(a.created_at))
 
 
 def _scored_attempt(attempts: list[Attempt], latest: Result | None) -> Attempt | None:
@@ -185,7 +189,7 @@ def _record(sweep: Sweep, model_names: dict[str, str], cell: Cell, attempts: lis
         latency=Latency(ms=scored.latency_ms if scored else None),
         grader_model=sorted({j.judge_label for j in judgements}),
         grader_prompt=grader_prompt,
-        human_review_outcome=[_decision(a) for a in adjudications] or None,
+        human_review_outcome=[_decision(a, results) for a in adjudications] or None,
         attempts=[_attempt(a, bodies_elsewhere=a is scored) for a in attempts],
         results=[_result(r) for r in results],
         judgements=[_judgement(j) for j in judgements],

@@ -12,6 +12,7 @@ from typing import Annotated, Literal, TypeVar
 
 from pydantic import Field, JsonValue
 
+from afpbench.scoring.balance import ExclusionBalance
 from afpbench.scoring.measures import Dimensions, FatalByCriterion, OutputTokens, TokenCounts
 from afpbench.scoring.rates import Contract, HighRiskReadiness, NoPairs, PairedTest, RateBlock
 from afpbench.workers.sweeps.spec import Prices
@@ -95,9 +96,28 @@ def comparison(head: ComparisonHead, test: NoPairs | PairedTest) -> UnpairedComp
     return UnpairedComparison.model_validate(fields)
 
 
+class HumanDecisionEntry(Contract):
+    """One human decision on a cell of the sweep: the trail a reader of the report must see, because a
+    decision changes a verdict the sealed rules reached (and, for a pass or fail, the pass rate)."""
+
+    adjudication_id: int
+    cell_id: int
+    model: str
+    condition: str
+    fixture: str = Field(description="fixture_id@fixture_version")
+    repeat: int
+    from_state: str | None = Field(description="the cell's state before the decision")
+    to_state: str
+    override: bool = Field(description="the cell was not GRADER_DISPUTE: a judged verdict was overridden")
+    reviewer: str
+    reason: str | None = Field(description="why: the override reason, else the reviewer's note")
+    decided_at: str | None = Field(description="ISO 8601, UTC")
+
+
 class SweepSummary(Contract):
     """The whole summary of one sweep: pass rates with exact intervals, excluded states beside them,
-    scores, tokens, cost, high-risk readiness and paired comparisons."""
+    scores, tokens, cost, high-risk readiness, paired comparisons, the exclusion balance between
+    conditions and the trail of human decisions."""
 
     sweep_id: str
     name: str
@@ -125,3 +145,7 @@ class SweepSummary(Contract):
     cost: Cost
     high_risk: HighRiskReadiness
     comparisons: list[Comparison]
+    exclusion_balance: ExclusionBalance = Field(
+        description="per model and condition the share of excluded cells; comparisons whose exclusion "
+                    "rates differ markedly are flagged (a biased denominator)")
+    human_decisions: list[HumanDecisionEntry] = Field(description="every human decision, oldest first")
