@@ -41,7 +41,8 @@ def preflight(model: ModelSpec, timeout_s: float = 10.0) -> None:
     except MissingKey as exc:
         raise PreflightError(f"model {model.display}: {exc}") from None
     try:
-        response = requests.get(url, headers=headers, timeout=timeout_s)
+        # Redirects are not followed (as in transport.py): a redirect would leave the allowed base URL.
+        response = requests.get(url, headers=headers, timeout=timeout_s, allow_redirects=False)
     except requests.RequestException as exc:
         reason = type(exc).__name__
         raise PreflightError(f"model {model.display}: endpoint {url} unreachable ({reason})") from None
@@ -50,10 +51,18 @@ def preflight(model: ModelSpec, timeout_s: float = 10.0) -> None:
     secrets = [v for v in (*headers.values(), key_for_quiet(endpoint_for(model))) if v]
     # Mask first, then cut: a key cut in half is recognised by no mask. The 64 KB window bounds the work.
     body = mask_secrets(response.text[:65536], secrets)[:300].replace("\n", " ")
+    # Each refusal is a summary (status, URL, what to check) plus, apart, what the endpoint wrote: the
+    # HTTP API answers with the summary only (PreflightError), the CLI prints both.
+    if 300 <= response.status_code < 400:
+        raise PreflightError(
+            f"model {model.display}: {response.status_code} redirect from {url}, which afpbench does not "
+            "follow: give the final address as base_url"
+        )
     if response.status_code in (401, 403):
         raise PreflightError(
             f"model {model.display}: {response.status_code} from {url}: the API key was refused "
-            f"(check {model.api_key_env or 'the key variable'}); {body[:160]}"
+            f"(check {model.api_key_env or 'the key variable'})",
+            body[:160],
         )
     if response.status_code == 404 and model.family in ("anthropic", "gemini"):
         raise PreflightError(f"model {model.display}: unknown model {model.model!r} at {url}")
@@ -63,7 +72,7 @@ def preflight(model: ModelSpec, timeout_s: float = 10.0) -> None:
         except (ValueError, AttributeError):
             listed = []
         if listed and model.model not in listed and model.provider == "openai":
+            shown = mask_secrets(", ".join(sorted(str(m) for m in listed)[:8]), secrets)
             raise PreflightError(
-                f"model {model.display}: unknown model {model.model!r}; the endpoint lists "
-                f"{', '.join(sorted(str(m) for m in listed)[:8])}"
+                f"model {model.display}: unknown model {model.model!r} at {url}", f"the endpoint lists {shown}"
             )
