@@ -83,9 +83,11 @@ def register(app: typer.Typer) -> None:
         check_door_settings(settings)
         import uvicorn
 
+        from afpbench.api.http.access_log import uvicorn_log_config
         from afpbench.api.http.app import create_app
 
-        uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level.lower())
+        uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level.lower(),
+                    log_config=uvicorn_log_config())
 
     @app.command()
     def flower(
