@@ -13,6 +13,7 @@ import os
 import typer
 
 from afpbench.api.cli_results import CommandError
+from afpbench.workers.settings import Settings
 
 FLOWER_USER_ENV = "AFP_FLOWER_USER"
 FLOWER_PASSWORD_ENV = "AFP_FLOWER_PASSWORD"
@@ -33,6 +34,18 @@ def check_serve_exposure(host: str, token_set: bool) -> None:
         raise CommandError(
             f"refusing to serve on {host} without AFP_API_TOKEN: set a token, or listen on 127.0.0.1"
         )
+
+
+def check_door_settings(settings: Settings) -> None:
+    """The allow-lists and the catalogue parse, before the server listens: a wrong AFP_KEY_VARS,
+    AFP_ALLOWED_BASE_URLS or AFP_CATALOGUE_DIR stops `serve` with one line instead of failing requests."""
+    from afpbench.workers.providers.key_policy import allowed_patterns
+    from afpbench.workers.providers.url_policy import allowed_origins
+    from afpbench.workers.sweeps.sources import catalogue_root
+
+    allowed_patterns(settings.key_vars)
+    allowed_origins(settings.allowed_base_urls, settings.sim_url)
+    catalogue_root()
 
 
 def flower_basic_auth(address: str, environ: dict[str, str]) -> str | None:
@@ -67,11 +80,14 @@ def register(app: typer.Typer) -> None:
         token = settings.api_token.get_secret_value() if settings.api_token is not None else ""
         check_serve_exposure(host, bool(token))  # before the heavy imports: a refusal is immediate
         settings.check_timing()
+        check_door_settings(settings)
         import uvicorn
 
+        from afpbench.api.http.access_log import uvicorn_log_config
         from afpbench.api.http.app import create_app
 
-        uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level.lower())
+        uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level.lower(),
+                    log_config=uvicorn_log_config())
 
     @app.command()
     def flower(

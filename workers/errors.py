@@ -18,8 +18,25 @@ class MissingKey(DependencyError):
     """The endpoint names an API-key environment variable that is not set (message names the variable)."""
 
 
+class KeyNotAllowed(MissingKey):
+    """The endpoint names a key variable the operator did not allow (AFP_KEY_VARS); nothing was read."""
+
+
 class PreflightError(DependencyError):
-    """An endpoint refused the preflight listing (unreachable, bad key, unknown model)."""
+    """An endpoint refused the preflight listing (unreachable, bad key, unknown model).
+
+    `summary` is the line without anything the endpoint wrote; `provider_detail` is a masked snippet of
+    what it wrote. str() joins both (the CLI prints it); the HTTP API answers with `summary` only, since
+    a posted base_url could point at an internal service whose body must not come back to the client."""
+
+    def __init__(self, summary: str, provider_detail: str | None = None):
+        self.summary = summary
+        self.provider_detail = provider_detail or None
+        super().__init__(f"{summary}; {provider_detail}" if provider_detail else summary)
+
+
+class SettingError(AfpbenchError, ValueError):
+    """An AFP_* setting that cannot be used; the message names the setting and the entry."""
 
 
 class ExcludedForConfiguration(DependencyError):

@@ -27,6 +27,14 @@ class Settings(BaseSettings):
     api_token: SecretStr | None = None
     require_services: bool = False
 
+    # The HTTP API's door (docs/SECURITY.md, "Before exposing the API"). Lists are comma-separated and
+    # parsed where they are enforced (workers/providers/key_policy.py, url_policy.py), so a bad entry is
+    # a one-line error naming the setting. key_vars: None = the documented default list, "" = no variable.
+    key_vars: str | None = Field(default=None, description="environment variables a spec may name as a key")
+    allowed_base_urls: str | None = Field(default=None, description="base URLs an API-posted spec may name")
+    catalogue_dir: str | None = Field(default=None, description="fixtures, instructions, judge prompts by name")
+    max_body_bytes: int = Field(default=2 * 1024 * 1024, ge=1024, description="HTTP request body limit")
+
     # Worker and queue timing. Order that must hold: hard limit < visibility timeout < lease expiry.
     task_hard_time_limit_s: int = 600
     visibility_timeout_s: int = 3600

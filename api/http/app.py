@@ -1,8 +1,9 @@
 """The FastAPI app: routers, error shapes, auth-protected OpenAPI docs, and the serve-time runtime.
 
 Error contract: bad input -> 422 with a list of {loc, msg, type} (never echoing the input, which could
-hold a key someone pasted); unknown ids -> 404; a missing or wrong token -> 401. The token lives only
-in app.state and is never logged or returned.
+hold a key someone pasted); unknown ids -> 404; a missing or wrong token -> 401 and a body over
+AFP_MAX_BODY_BYTES -> 413, both before the body is read (api/http/door.py). The token lives only in
+app.state and is never logged or returned.
 """
 
 from __future__ import annotations
@@ -18,14 +19,17 @@ from sqlalchemy.exc import DataError
 
 from afpbench.api.http import routes_adjudications, routes_cells, routes_ops, routes_sweeps
 from afpbench.api.http.deps import Authorized, configured_token
+from afpbench.api.http.door import Door, door_responses
 from afpbench.api.http.runtime import Runtime
 from afpbench.reference.errors import AfpbenchError
 from afpbench.workers.settings import Settings, get_settings
 from afpbench.workers.sweeps.seal import afpbench_version
 
 DESCRIPTION = """Run and inspect AFP Benchmark Protocol sweeps. Every route but `/healthz` needs
-`Authorization: Bearer <AFP_API_TOKEN>` when a token is configured. Simulated model output is labelled
-simulated wherever it appears."""
+`Authorization: Bearer <AFP_API_TOKEN>` when a token is configured (never a token in the query string);
+bodies over AFP_MAX_BODY_BYTES are refused (413). A posted spec carries its fixtures, instruction texts
+and judge prompt inline or names entries of the server's catalogue, never server paths. Simulated model
+output is labelled simulated wherever it appears."""
 
 
 def _field_errors(exc: RequestValidationError) -> list[dict]:
@@ -94,6 +98,9 @@ def create_app(settings: Settings | None = None, *, runtime: bool = True) -> Fas
     def docs() -> HTMLResponse:
         return get_swagger_ui_html(openapi_url="/openapi.json", title="afpbench API")
 
-    for module in (routes_ops, routes_sweeps, routes_cells, routes_adjudications):
-        app.include_router(module.router)
+    app.include_router(routes_ops.router, responses=door_responses(public=True))  # /metrics adds its 401
+    for module in (routes_sweeps, routes_cells, routes_adjudications):
+        app.include_router(module.router, responses=door_responses())
+    # Token and body limit before anything reads the body (api/http/door.py).
+    app.add_middleware(Door, token=app.state.api_token, max_body_bytes=settings.max_body_bytes)
     return app

@@ -7,6 +7,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from sqlalchemy import text
 
 from afpbench.api.http.deps import Authorized
+from afpbench.api.http.door import door_responses
 from afpbench.api.http.metrics import CONTENT_TYPE, render_metrics
 from afpbench.api.http.schemas import Health
 from afpbench.workers.store.db import session_scope
@@ -30,7 +31,7 @@ def healthz(request: Request):
 
 
 @router.get("/metrics", dependencies=Authorized, response_class=PlainTextResponse,
-            responses={200: {"content": {CONTENT_TYPE: {}}}})
+            responses={200: {"content": {CONTENT_TYPE: {}}}, **door_responses()})
 def metrics(request: Request) -> PlainTextResponse:
     """Cells by phase and state, attempts by outcome, 429s, retries, queue depth, pool in-flight."""
     return PlainTextResponse(render_metrics(request.app.state.settings), media_type=CONTENT_TYPE)

@@ -10,7 +10,9 @@ from sqlalchemy import func
 from sqlmodel import select
 
 from afpbench.api.http.deps import Authorized, Limit, Offset, SessionDep, not_found, unprocessable
+from afpbench.api.http.posted_spec import PostedSweepSpec
 from afpbench.api.http.schemas import (
+    ErrorMessage,
     SweepCancelled,
     SweepCreated,
     SweepDetail,
@@ -27,7 +29,6 @@ from afpbench.workers.errors import PreflightError
 from afpbench.workers.results import aggregation
 from afpbench.workers.store.models import Cell, Sweep, SweepStatus
 from afpbench.workers.sweeps import runs
-from afpbench.workers.sweeps.spec import SweepSpec
 
 # Heavy modules (aggregation pulls in scipy) are imported here, not on first use: an import in a request
 # thread competes for the GIL with the embedded worker's threads and can take many times longer.
@@ -62,16 +63,20 @@ def _sweep_or_404(session, sweep_id: str) -> Sweep:
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=SweepCreated,
              responses={422: {"description": "invalid spec, fixtures or instructions (field-level messages)"},
-                        424: {"description": "a model endpoint is unreachable or refused the key"}})
-def create_sweep(spec: SweepSpec, request: Request, session: SessionDep) -> SweepCreated:
-    """Body: the sweep spec as JSON (the same fields as the YAML spec). Nothing is written unless every
-    check passes; then the sweep, its seal and all its cells are written at once and cells are enqueued.
-    In distributed mode the workers do the rest; in embedded mode this server's own worker does."""
+                        424: {"model": ErrorMessage,
+                              "description": "a model endpoint is unreachable or refused the key (status code and "
+                                             "a one-line summary; never the endpoint's body)"}})
+def create_sweep(spec: PostedSweepSpec, request: Request, session: SessionDep) -> SweepCreated:
+    """Body: the sweep spec as JSON (the fields of the YAML spec, with inputs inline or by catalogue
+    name instead of server paths). Nothing is written unless every check passes; then the sweep, its seal
+    and all its cells are written at once and cells are enqueued. In distributed mode the workers do the
+    rest; in embedded mode this server's own worker does."""
     request.app.state.runtime.prepare_for(spec)
     try:
         sweep_id = runs.start_sweep(spec)
     except PreflightError as exc:
-        raise HTTPException(status.HTTP_424_FAILED_DEPENDENCY, str(exc)) from None
+        # The summary only: the body of whatever a posted base_url points at stays on the server.
+        raise HTTPException(status.HTTP_424_FAILED_DEPENDENCY, exc.summary) from None
     except FixtureError as exc:
         raise unprocessable(str(exc), ("body", "fixtures"), "fixture_error") from None
     except ReferenceFileError as exc:

@@ -18,6 +18,12 @@ MAX_PAGE = 500
 Score = Annotated[int, Field(ge=0, le=2)]
 
 
+class ErrorMessage(BaseModel):
+    """The body of a 401, 404, 409, 413 or 424 answer."""
+
+    detail: str
+
+
 class Page(BaseModel):
     total: int
     limit: int

@@ -121,10 +121,11 @@ def test_invalid_spec_is_422_with_field_level_messages_and_no_echo(client, sim):
     assert client.get("/sweeps", headers=AUTH).json()["total"] == 0, "nothing written for a refused spec"
 
 
-def test_unreachable_endpoint_is_424_and_writes_nothing(client, sim):
+def test_unreachable_endpoint_is_424_and_writes_nothing(client, sim, settings_env):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         closed = s.getsockname()[1]
+    settings_env(AFP_ALLOWED_BASE_URLS=f"http://127.0.0.1:{closed}/v1")  # posted base URLs need the operator's yes
     body = spec(sim.base_url)
     body["models"][0]["base_url"] = f"http://127.0.0.1:{closed}/v1"
     response = client.post("/sweeps", json=body, headers=AUTH)
@@ -182,16 +183,17 @@ def test_cancel_then_resume(client, sim):
     assert client.get(f"/sweeps/{sweep_id}", headers=AUTH).json()["status"] == "running"
 
 
-def test_resume_refuses_changed_inputs_with_409_naming_them(client, sim, tmp_path: Path):
-    """Seal: a fixture edited after the sweep began stops a resume, naming the changed file."""
+def test_resume_refuses_changed_inputs_with_409_naming_them(client, sim, tmp_path: Path, settings_env):
+    """Seal: a catalogue fixture edited after the sweep began stops a resume, naming the changed file."""
     from afpbench.fixtures.loader import read_fixture_files
 
-    folder = tmp_path / "fixtures"
-    folder.mkdir()
+    folder = tmp_path / "catalogue" / "fixtures" / "pair"
+    folder.mkdir(parents=True)
     for f in read_fixture_files(None):
         if f.name in ("P01.yaml", "P05.yaml"):
             (folder / f.name).write_text(f.text, encoding="utf-8")
-    sweep_id = create(client, sim.base_url, fixtures={"dir": str(folder)})["id"]
+    settings_env(AFP_CATALOGUE_DIR=str(tmp_path / "catalogue"))  # an API spec names fixtures, never a path
+    sweep_id = create(client, sim.base_url, fixtures={"name": "pair"})["id"]
     p01 = folder / "P01.yaml"
     p01.write_text(p01.read_text(encoding="utf-8") + "\n# edited after sealing\n", encoding="utf-8")
     response = client.post(f"/sweeps/{sweep_id}/resume", headers=AUTH)

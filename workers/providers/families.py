@@ -69,3 +69,11 @@ def exec_queue(family: str) -> str:
 
 
 EXEC_QUEUES = tuple(exec_queue(f) for f in FAMILIES)
+
+
+# The key variables a spec may name when AFP_KEY_VARS is unset: the providers' well-known names, plus
+# the AFP_KEY_ prefix for anything else an operator provisions (workers/providers/key_policy.py).
+DEFAULT_KEY_VARIABLES = (
+    "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "OPENROUTER_API_KEY",
+    "GROQ_API_KEY", "AZURE_OPENAI_API_KEY", "AFP_KEY_*",
+)

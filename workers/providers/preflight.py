@@ -58,7 +58,8 @@ def preflight(model: ModelSpec, timeout_s: float = 10.0) -> None:
     except MissingKey as exc:
         raise PreflightError(f"model {model.display}: {exc}") from None
     try:
-        # Redirects are not followed: a key in a custom header (x-api-key, api-key) would travel along.
+        # Redirects are not followed: a redirect would leave the allowed base URL, and a key in a custom
+        # header (x-api-key, api-key) would travel along.
         response = requests.get(url, headers=headers, timeout=timeout_s, allow_redirects=False)
     except requests.RequestException as exc:
         reason = type(exc).__name__
@@ -68,14 +69,18 @@ def preflight(model: ModelSpec, timeout_s: float = 10.0) -> None:
     secrets = [v for v in (*headers.values(), key_for_quiet(endpoint_for(model))) if v]
     # Mask first, then cut: a key cut in half is recognised by no mask. The 64 KB window bounds the work.
     body = mask_secrets(response.text[:65536], secrets)[:300].replace("\n", " ")
+    # Each refusal is a summary (status, URL, what to check) plus, apart, what the endpoint wrote: the
+    # HTTP API answers with the summary only (PreflightError), the CLI prints both.
     if _key_refused(model, response):
         raise PreflightError(
             f"model {model.display}: {response.status_code} from {url}: the API key was refused "
-            f"(check {model.api_key_env or 'the key variable'}); {body[:160]}"
+            f"(check {model.api_key_env or 'the key variable'})",
+            body[:160],
         )
     problem = _listing_problem(model, url, response)
     if problem:
-        raise PreflightError(f"model {model.display}: {problem}")
+        summary, detail = problem if isinstance(problem, tuple) else (problem, "")
+        raise PreflightError(f"model {model.display}: {summary}", mask_secrets(detail, secrets))
 
 
 def _key_refused(model: ModelSpec, response: requests.Response) -> bool:
@@ -85,7 +90,7 @@ def _key_refused(model: ModelSpec, response: requests.Response) -> bool:
     return model.family == "gemini" and response.status_code == 400 and "API_KEY_INVALID" in response.text
 
 
-def _listing_problem(model: ModelSpec, url: str, response: requests.Response) -> str | None:
+def _listing_problem(model: ModelSpec, url: str, response: requests.Response) -> str | tuple[str, str] | None:
     """What is wrong with the endpoint's answer, in one clause; None when the run may go on."""
     status = response.status_code
     if 300 <= status < 400:
@@ -105,7 +110,7 @@ def _listing_problem(model: ModelSpec, url: str, response: requests.Response) ->
     return _unlisted(model, url, response)
 
 
-def _unlisted(model: ModelSpec, url: str, response: requests.Response) -> str | None:
+def _unlisted(model: ModelSpec, url: str, response: requests.Response) -> str | tuple[str, str] | None:
     try:
         data = response.json().get("data")
         listed = [str(m["id"]) for m in data]
@@ -119,10 +124,8 @@ def _unlisted(model: ModelSpec, url: str, response: requests.Response) -> str | 
         return None
     if model.model in listed or f"{model.model}:latest" in listed:  # Ollama's default tag
         return None
-    return (
-        f"unknown model {model.model!r}; the endpoint lists "
-        f"{', '.join(_nearest(model.model, listed))}"
-    )
+    # The listing is the endpoint's text: kept apart from the summary, so the HTTP API never returns it.
+    return f"unknown model {model.model!r} at {url}", f"the endpoint lists {', '.join(_nearest(model.model, listed))}"
 
 
 def _nearest(name: str, listed: list[str]) -> list[str]:

@@ -10,6 +10,7 @@ from enum import StrEnum
 
 from afpbench.workers.errors import MissingKey
 from afpbench.workers.providers.families import provider
+from afpbench.workers.providers.key_policy import check_key_variable
 
 
 class OutcomeClass(StrEnum):
@@ -124,9 +125,13 @@ def base_url_of(endpoint: Endpoint) -> str:
 
 
 def key_for(endpoint: Endpoint) -> str | None:
-    """The API key from the environment variable the endpoint names; None when it names none."""
+    """The API key from the environment variable the endpoint names; None when it names none.
+
+    Only a variable on the operator's allow-list is read (key_policy.py): this is the one place a key
+    is read, so no spec, stored sweep or hand-built Endpoint gets past the list."""
     if not endpoint.api_key_env:
         return None
+    check_key_variable(endpoint.api_key_env)
     value = os.environ.get(endpoint.api_key_env)
     if not value:
         raise MissingKey(

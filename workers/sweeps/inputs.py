@@ -1,8 +1,9 @@
 """Everything a sweep reads besides the spec: fixtures, instruction texts, judge prompt.
 
-At creation they are read from disk (or the packaged defaults) and their exact texts stored with the
-sweep; workers rebuild them from the stored texts, so a worker on another machine needs no paths and
-scores against exactly what was sealed.
+At creation they are read (inline from the spec, from the operator's catalogue, from files, or the
+packaged defaults: workers/sweeps/sources.py) and their exact texts stored with the sweep; workers
+rebuild them from the stored texts, so a worker on another machine needs no paths and scores against
+exactly what was sealed.
 """
 
 from __future__ import annotations
@@ -14,17 +15,27 @@ from typing import Any
 
 from sqlmodel import select
 
-from afpbench.fixtures.loader import FixtureFile, load_fixtures, parse_fixture, read_fixture_files
+from afpbench.fixtures.loader import (
+    FixtureError,
+    FixtureFile,
+    inline_fixture_files,
+    parse_fixture,
+    read_fixture_files,
+    select_fixture_files,
+)
 from afpbench.fixtures.schema import Fixture
 from afpbench.reference.loader import (
     CONDITIONS,
     InstructionSet,
     build_instruction_set,
+    instructions_from_texts,
+    judge_prompt_from_text,
     load_instructions,
     load_judge_prompt,
 )
 from afpbench.workers.store.models import Sweep
 from afpbench.workers.sweeps.seal import SealInputs
+from afpbench.workers.sweeps.sources import FixtureSource, InstructionSource, JudgePromptSource, catalogue_entry
 from afpbench.workers.sweeps.spec import SweepSpec, parse_spec
 
 
@@ -52,20 +63,49 @@ class SweepInputs:
 
 
 def load_inputs(spec: SweepSpec) -> SweepInputs:
-    """Read fixtures, instructions and judge prompt named by the spec; raises FixtureError /
-    ReferenceFileError naming the file that is wrong."""
-    files = read_fixture_files(spec.fixtures.dir)
-    fixtures = load_fixtures(spec.fixtures.dir, only=spec.fixtures.only)
-    kept = {fx.id for fx in fixtures}
-    if spec.fixtures.only:
-        files = [f for f in files if parse_fixture(f).id in kept]
+    """Read fixtures, instructions and judge prompt named by the spec (inline, from the catalogue, from
+    files, or packaged); raises FixtureError / ReferenceFileError naming what is wrong (SettingError when
+    AFP_CATALOGUE_DIR is not a directory)."""
+    selected = select_fixture_files(*_fixture_files(spec.fixtures), spec.fixtures.only)
     return SweepInputs(
         spec=spec,
-        fixture_files=files,
-        fixtures={fx.id: fx for fx in fixtures},
-        instructions=load_instructions(spec.instructions.dir),
-        judge_prompt=load_judge_prompt(spec.judge_prompt),
+        fixture_files=[f for f, _ in selected],
+        fixtures={fx.id: fx for _, fx in selected},
+        instructions=_instructions(spec.instructions),
+        judge_prompt=_judge_prompt(spec.judge_prompt),
     )
+
+
+def _fixture_files(source: FixtureSource) -> tuple[list[FixtureFile], str]:
+    """The fixture files and how messages name the set."""
+    if source.inline is not None:
+        try:
+            return inline_fixture_files(source.inline), "fixtures.inline"
+        except FixtureError as exc:
+            raise FixtureError(f"fixtures.inline: {exc}") from None
+    if source.name is not None:
+        label = f"fixtures.name {source.name!r}"
+        return read_fixture_files(catalogue_entry("fixtures", source.name), label=label), label
+    return read_fixture_files(source.dir), source.dir or "pilot"
+
+
+def _instructions(source: InstructionSource) -> InstructionSet:
+    if source.inline is not None:
+        return instructions_from_texts(source.inline.model_dump(), "inline", source.version or "unversioned",
+                                       lambda c: f"instructions.inline.{c}")
+    if source.name is not None:
+        return load_instructions(catalogue_entry("instructions", source.name), name=f"catalogue:{source.name}",
+                                 label=f"instructions.name {source.name!r}")
+    return load_instructions(source.dir)
+
+
+def _judge_prompt(source: str | JudgePromptSource | None) -> str:
+    if isinstance(source, JudgePromptSource):
+        if source.inline is not None:
+            return judge_prompt_from_text(source.inline)
+        return load_judge_prompt(catalogue_entry("judge_prompt", str(source.name)),
+                                 label=f"judge_prompt.name {source.name!r}")
+    return load_judge_prompt(source)
 
 
 def inputs_from_stored(spec_json: dict[str, Any], stored: dict[str, Any]) -> SweepInputs:

@@ -2,6 +2,8 @@
 
 Components: the resolved spec (no secrets are ever in it), each fixture file, each instruction text,
 the protocol definition, the judge prompt, the pass and dispute rules, and the afpbench version.
+Inputs given inline or by catalogue name are sealed like files: by their text (inline fixtures as the
+`inline-<index>.yaml` files they become, workers/sweeps/inputs.py), and inline ones also with the spec.
 Text is hashed after line-ending normalisation (reference/hashing.py). `verify` recomputes each
 component from the current inputs and names any that changed.
 """

@@ -9,20 +9,43 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from afpbench.fixtures.loader import InputFileError, load_yaml, read_input_text
 from afpbench.reference.hashing import json_sha256
 from afpbench.workers.errors import SpecError
+from afpbench.workers.providers import key_policy
 from afpbench.workers.providers.families import PROVIDERS
 from afpbench.workers.providers.structured import STRUCTURED_OUTPUT_PARAM, param_problem
+from afpbench.workers.providers.url_policy import base_url_problem
 from afpbench.workers.redact import mask_secrets
+from afpbench.workers.sweeps.sources import (
+    FixtureSource,
+    InstructionSource,
+    JudgePromptSource,
+    resolve_spec_paths,
+)
 
 CONDITIONS = ("A", "B", "C", "D")
 HIGH_RISK_MIN_REPEATS = 3
 # Afpbench's own secrets can never be named as a provider key: a spec (perhaps posted to
 # the HTTP API) could otherwise send them as a bearer token to any base_url it names.
-RESERVED_KEY_VARIABLES = frozenset({"AFP_API_TOKEN", "AFP_DATABASE_URL", "AFP_BROKER_URL", "AFP_REDIS_URL"})
+RESERVED_KEY_VARIABLES = key_policy.RESERVED_KEY_VARIABLES
+# Validation context of a spec that arrives from outside (a spec file, a posted body): also apply the
+# operator's settings-dependent rules (the key allow-list). Stored specs are re-read without it: they
+# were checked when accepted, and the key is checked again where it is read (types.key_for).
+OPERATOR_POLICY = {"operator_policy": True}
+# Spec fields whose content is input data (fixtures, instruction texts, a judge prompt): like a file's
+# text they are not scanned for key-shaped strings (a fixture may be about a leaked key).
+INLINE_DATA_PATHS = frozenset({"fixtures.inline", "instructions.inline", "judge_prompt.inline"})
 # Mapping keys that mean "a credential is written here" anywhere in a spec (compared lower-case, '-' as '_').
 _SECRET_FIELD_NAMES = frozenset(
     {"api_key", "apikey", "key", "token", "access_token", "authorization", "password", "secret", "x_api_key"}
@@ -74,9 +97,13 @@ class ModelSpec(_Strict):
 
     @field_validator("api_key_env")
     @classmethod
-    def _not_our_secret(cls, v: str | None) -> str | None:
-        if v in RESERVED_KEY_VARIABLES:
-            raise ValueError(f"{v} is afpbench's own secret and cannot be used as a provider key")
+    def _allowed_key_variable(cls, v: str | None, info: ValidationInfo) -> str | None:
+        if v is not None and (reserved := key_policy.reserved_refusal(v)):
+            raise ValueError(reserved)
+        if v is not None and (info.context or {}).get("operator_policy"):
+            why = key_policy.refusal(v)
+            if why:
+                raise ValueError(why)
         return v
 
     @field_validator("provider")
@@ -97,8 +124,9 @@ class ModelSpec(_Strict):
     @field_validator("base_url")
     @classmethod
     def _base_url(cls, v: str | None) -> str | None:
-        if v is not None and not v.startswith(("http://", "https://")):
-            raise ValueError(f"base_url {v!r} must start with http:// or https://")
+        # The value is not echoed: it is the client's, and a refused one may hold what they should not send.
+        if v is not None and (problem := base_url_problem(v)):
+            raise ValueError(f"base_url {problem}")
         return v.rstrip("/") if v else v
 
     @property
@@ -126,15 +154,6 @@ class ModelSpec(_Strict):
         return json_sha256(self.identity())[:16]
 
 
-class FixtureSource(_Strict):
-    dir: str | None = None  # None: the packaged pilot set P01-P08
-    only: list[str] | None = None
-
-
-class InstructionSource(_Strict):
-    dir: str | None = None  # None: the packaged A-D texts
-
-
 class PassRuleSpec(_Strict):
     no_fatal: Literal[True] = True  # the protocol fixes this part: any fatal is a fail
     min_dimension: int = Field(default=1, ge=0, le=2)
@@ -156,7 +175,8 @@ class SweepSpec(_Strict):
     conditions: list[Literal["A", "B", "C", "D"]] = Field(default_factory=lambda: list(CONDITIONS))
     fixtures: FixtureSource = Field(default_factory=FixtureSource)
     instructions: InstructionSource = Field(default_factory=InstructionSource)
-    judge_prompt: str | None = None
+    # A string is a file path (spec files only); null: the packaged prompt.
+    judge_prompt: str | JudgePromptSource | None = None
     repeats: int = Field(default=1, ge=1, le=1000)
     high_risk_repeats: int = Field(default=HIGH_RISK_MIN_REPEATS, ge=1, le=1000)
     pass_rule: PassRuleSpec = Field(default_factory=PassRuleSpec)
@@ -213,6 +233,8 @@ def _literal_secret_at(data: Any, path: str = "") -> str | None:
             here = f"{path}.{k}" if path else str(k)
             if str(k).lower().replace("-", "_") in _SECRET_FIELD_NAMES:
                 return here
+            if here in INLINE_DATA_PATHS:
+                continue
             found = _literal_secret_at(v, here)
             if found:
                 return found
@@ -226,7 +248,9 @@ def _literal_secret_at(data: Any, path: str = "") -> str | None:
     return None
 
 
-def parse_spec(data: Any, source: str = "spec") -> SweepSpec:
+def parse_spec(data: Any, source: str = "spec", *, operator_policy: bool = False) -> SweepSpec:
+    """A spec from its data. `operator_policy`: the spec arrives from outside (a file, a command line),
+    so the rules that depend on this server's settings apply too (see OPERATOR_POLICY)."""
     if not isinstance(data, dict):
         what = "empty file" if data is None else type(data).__name__
         raise SpecError(f"{source}: expected a mapping of sweep fields, got {what}")
@@ -237,7 +261,7 @@ def parse_spec(data: Any, source: str = "spec") -> SweepSpec:
             "key in an environment variable and name that variable in 'api_key_env'"
         )
     try:
-        return SweepSpec.model_validate(data)
+        return SweepSpec.model_validate(data, context=OPERATOR_POLICY if operator_policy else None)
     except ValidationError as exc:
         raise SpecError(f"{source}: {_describe(exc)}") from None
 
@@ -251,7 +275,8 @@ def load_spec(path: str | Path) -> SweepSpec:
         data = load_yaml(read_input_text(p))
     except InputFileError as exc:
         raise SpecError(f"{path}: {exc}") from None
-    return parse_spec(data, str(path))
+    # Paths in a spec file mean what they say next to the file, whatever directory afpbench runs in.
+    return resolve_spec_paths(parse_spec(data, str(path), operator_policy=True), p, str(path))
 
 
 def demo_spec() -> SweepSpec:

@@ -1,0 +1,147 @@
+"""The door: what every HTTP request passes before the app reads a byte of its body.
+
+1. Credentials go in the Authorization header only. A query string with a credential-named parameter
+   (`token=`, `api_key=`, ...) or holding the token itself is refused (401): URLs end up in access logs,
+   proxies and browser histories.
+2. Every path but /healthz needs `Authorization: Bearer <AFP_API_TOKEN>` (when a token is configured),
+   checked from the headers alone: an unauthenticated request is answered 401 without its body read.
+3. Bodies are bounded (AFP_MAX_BODY_BYTES): a Content-Length above the limit is answered 413 at once; a
+   body without one (chunked) is counted as it arrives and answered 413 as soon as it passes the limit.
+
+A refused request that announced a body gets `Connection: close`, so the server drops the connection
+instead of draining the rest. One unauthenticated 100 MB POST once grew the server by 500 MB.
+The route dependency (deps.require_token) still checks the token too, and documents it in OpenAPI.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+from urllib.parse import parse_qsl
+
+from afpbench.api.http.schemas import ErrorMessage
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+PUBLIC_PATHS = frozenset({"/healthz"})
+# Query parameter names that mean "a credential is here" (compared lower-case, '-' read as '_').
+QUERY_CREDENTIALS = frozenset({
+    "token", "access_token", "api_token", "bearer", "auth", "authorization", "api_key", "apikey", "key",
+    "password", "secret",
+})
+UNAUTHORIZED = "missing or wrong bearer token"
+TOKEN_IN_URL = "credentials go in the Authorization header, never in the URL's query string"
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+def _header(scope: Scope, name: bytes) -> bytes | None:
+    for key, value in scope.get("headers", ()):
+        if key.lower() == name:
+            return value
+    return None
+
+
+def _announces_body(scope: Scope) -> bool:
+    length = _header(scope, b"content-length")
+    return _header(scope, b"transfer-encoding") is not None or (length is not None and length.strip() != b"0")
+
+
+class Door:
+    def __init__(self, app: ASGIApp, *, token: bytes | None, max_body_bytes: int) -> None:
+        self.app = app
+        self.token = token
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if self._credential_in_query(scope):
+            await self._refuse(scope, send, 401, TOKEN_IN_URL)
+            return
+        if scope["path"] not in PUBLIC_PATHS and not self._authorized(scope):
+            await self._refuse(scope, send, 401, UNAUTHORIZED)
+            return
+        length = _header(scope, b"content-length")
+        if length is not None and length.strip().isdigit() and int(length) > self.max_body_bytes:
+            await self._refuse(scope, send, 413, self._too_large())
+            return
+        await self._pass_counting(scope, receive, send)
+
+    def _too_large(self) -> str:
+        return f"request body over the {self.max_body_bytes} byte limit (AFP_MAX_BODY_BYTES)"
+
+    def _credential_in_query(self, scope: Scope) -> bool:
+        raw = scope.get("query_string", b"").decode("latin-1")
+        if not raw:
+            return False
+        pairs = parse_qsl(raw, keep_blank_values=True)
+        if any(k.strip().lower().replace("-", "_") in QUERY_CREDENTIALS for k, _ in pairs):
+            return True
+        token = self.token.decode("latin-1") if self.token else None
+        return bool(token) and (token in raw or any(token in v for _, v in pairs))
+
+    def _authorized(self, scope: Scope) -> bool:
+        if self.token is None:  # no token configured: `afpbench serve` then listens on loopback only
+            return True
+        scheme, _, supplied = (_header(scope, b"authorization") or b"").strip().partition(b" ")
+        return scheme.lower() == b"bearer" and hmac.compare_digest(supplied.strip(), self.token)
+
+    async def _pass_counting(self, scope: Scope, receive: Receive, send: Send) -> None:
+        received = 0
+        too_large = started = False
+
+        async def counted() -> Message:
+            nonlocal received, too_large
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_body_bytes:
+                    too_large = True
+                    raise _BodyTooLarge
+            return message
+
+        async def guarded(message: Message) -> None:
+            nonlocal started
+            if too_large:
+                return  # the app's own answer to the interrupted read (a 400 or 500) is replaced by the 413
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, counted, guarded)
+        except _BodyTooLarge:
+            pass
+        if too_large and not started:
+            await self._refuse(scope, send, 413, self._too_large())
+
+    async def _refuse(self, scope: Scope, send: Send, status: int, detail: str) -> None:
+        body = json.dumps({"detail": detail}).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        if status == 401:
+            headers.append((b"www-authenticate", b"Bearer"))
+        if _announces_body(scope):
+            headers.append((b"connection", b"close"))  # never drain an unread body
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+def door_responses(*, public: bool = False) -> dict[int | str, dict[str, Any]]:
+    """The door's answers, for a route's OpenAPI `responses` (422 is added by FastAPI where input is)."""
+    out: dict[int | str, dict[str, Any]] = {
+        413: {"model": ErrorMessage, "description": "request body over AFP_MAX_BODY_BYTES (answered before "
+                                                    "the rest is read)"}}
+    if not public:
+        out[401] = {"model": ErrorMessage, "description": "missing or wrong bearer token, or a credential in "
+                                                          "the query string (answered before the body is read)"}
+    return out
