@@ -38,6 +38,12 @@ class SchemaAhead(SchemaMismatch):
     """The database was migrated by a newer afpbench than this one."""
 
 
+class ServiceUnavailable(DependencyError):
+    """Our own broker or database does not answer; found before anything is written or consumed."""
+
+    http_status = 503  # the server's own dependency, not something the client named
+
+
 class SweepNotFound(NotFoundError):
     """No sweep with that id."""
 

@@ -9,11 +9,13 @@ from dataclasses import dataclass
 from sqlalchemy import func
 from sqlmodel import select
 
+from afpbench.workers.celery_app import check_broker
 from afpbench.workers.cells.dispatch import release, resend
 from afpbench.workers.cells.finish import finish_if_done
 from afpbench.workers.errors import SealMismatch, SweepNotFound
 from afpbench.workers.providers.preflight import preflight
-from afpbench.workers.store.db import session_scope
+from afpbench.workers.settings import get_settings
+from afpbench.workers.store.db import check_database, session_scope
 from afpbench.workers.store.models import Attempt, Cell, Phase, Sweep, SweepStatus
 from afpbench.workers.sweeps.coordinator import counts_by_phase_and_state, create_sweep, verify_sweep
 from afpbench.workers.sweeps.inputs import load_inputs, remember
@@ -34,9 +36,22 @@ class Progress:
         return self.done >= self.total
 
 
+def check_services(*, schema: bool = True) -> None:
+    """Broker (distributed mode) and database answer, and (with `schema`) the schema is current; else
+    one error, before anything is written (an unanswered release left a written sweep for the
+    reconciler to run later). schema=False writes nothing (see check_database)."""
+    if not get_settings().embedded:
+        check_broker()
+    check_database(schema=schema)
+
+
 def start_sweep(spec: SweepSpec, *, check_endpoints: bool = True) -> str:
-    """Validate inputs, preflight endpoints, then seal and write the sweep and all its cells at once."""
+    """Validate inputs, check our services, preflight endpoints, then seal and write the sweep and all
+    its cells at once."""
     inputs = load_inputs(spec)  # raises FixtureError / ReferenceFileError naming the file
+    # Writes nothing, so bad input or a refused endpoint leaves no file behind; the schema is checked
+    # when the engine is first built, inside create_sweep's transaction, before its first row.
+    check_services(schema=False)
     if check_endpoints:
         for model in [*spec.models, *spec.judges]:
             preflight(model)
