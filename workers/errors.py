@@ -44,6 +44,13 @@ class ServiceUnavailable(DependencyError):
     http_status = 503  # the server's own dependency, not something the client named
 
 
+class RunCancelled(AfpbenchError):
+    """`afpbench cancel` stopped the sweep a running `afpbench run` was waiting for."""
+
+    exit_code = 4  # distinct from bad input (2) and excluded cells (3): the run was stopped on purpose
+    http_status = 409
+
+
 class SweepNotFound(NotFoundError):
     """No sweep with that id."""
 
