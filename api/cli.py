@@ -57,11 +57,12 @@ def run(
     """Run a sweep. Embedded by default (SQLite + in-memory broker + in-process worker threads)."""
     from afpbench.workers.settings import get_settings
     from afpbench.workers.sim.local import needs_local_sim, start_local_sim
-    from afpbench.workers.sweeps.runs import attempts_count, start_sweep, wait_for
+    from afpbench.workers.sweeps.runs import attempts_count, check_services, start_sweep, wait_for
     from afpbench.workers.sweeps.spec import demo_spec, load_spec
 
     settings = get_settings()
     sweep_spec = load_spec(spec) if spec else demo_spec()
+    check_services(schema=False)  # before a worker or a simulator starts; the schema once inputs are read
     with ExitStack() as stack:
         if needs_local_sim([*sweep_spec.models, *sweep_spec.judges]):
             start_local_sim(stack, settings)
@@ -128,8 +129,10 @@ def worker(
     loglevel: str = typer.Option("INFO"),
     beat: bool = typer.Option(False, help="also run the periodic reconciler (one worker only)"),
 ) -> None:
-    """Run a Celery worker for the configured broker (AFP_BROKER_URL)."""
-    from afpbench.workers.celery_app import QUEUES
+    """Run a Celery worker for the configured broker (AFP_BROKER_URL). It refuses to start unless the
+    broker and the database answer and the schema is current: a worker that cannot record a result
+    would take messages only to retry them."""
+    from afpbench.workers.celery_app import QUEUES, check_broker
     from afpbench.workers.celery_app import app as celery_app
     from afpbench.workers.settings import get_settings
 
@@ -158,7 +161,8 @@ def worker(
         argv.append("--beat")
     from afpbench.workers.store.db import for_worker_process
 
-    for_worker_process()
+    check_broker()
+    for_worker_process()  # raises ServiceUnavailable / SchemaBehind: one line, exit 2
     celery_app.worker_main(argv)
 
 

@@ -41,14 +41,66 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def resume(sweep: str) -> None:
-        """Re-send every unfinished cell of a sweep (after a crash or a broker restart)."""
+        """Re-send every unfinished cell of a sweep (after a crash, a broker restart or a cancel); a sweep
+        with nothing left to run is completed and its summary recomputed. Embedded mode has no worker
+        but this process's: the cells run here, as `afpbench run` ran them."""
+        from afpbench.workers.settings import get_settings
+        from afpbench.workers.sweeps.runs import progress
         from afpbench.workers.sweeps.runs import resume as resume_sweep
 
-        typer.echo(f"re-sent {resume_sweep(sweep)} cells of sweep {sweep}")
+        if get_settings().embedded and not progress(sweep).finished:
+            _resume_here(sweep)
+            return
+        done = resume_sweep(sweep)
+        if done.completed:
+            typer.echo(f"sweep {sweep} had no unfinished cells: now complete, summary recomputed")
+        elif done.status == "complete":
+            typer.echo(f"sweep {sweep} is complete; nothing to resume")
+        else:
+            typer.echo(f"re-sent {done.resent} cells of sweep {sweep}")
 
     @app.command()
     def cancel(sweep: str) -> None:
-        """Stop a sweep: no more cells are released; queued messages find it cancelled."""
+        """Stop a sweep: no more cells are released; queued messages find it cancelled, and an
+        `afpbench run` waiting for it stops (exit 4). A finished sweep is left as it is (exit 0)."""
         from afpbench.workers.sweeps.runs import cancel as cancel_sweep
 
-        typer.echo(f"sweep {sweep} cancelled; {cancel_sweep(sweep)} cells left unfinished")
+        done = cancel_sweep(sweep)
+        if done.changed:
+            typer.echo(f"sweep {sweep} cancelled; {done.unfinished} cells left unfinished")
+        elif done.status == "cancelled":
+            typer.echo(f"sweep {sweep} is already cancelled; {done.unfinished} cells left unfinished")
+        else:
+            typer.echo(f"sweep {sweep} is {done.status} with no unfinished cells; nothing to cancel")
+
+
+def _resume_here(sweep_id: str) -> None:
+    """Embedded mode: messages go to this process's in-memory broker, so start the embedded worker (and
+    the local simulator, if the sweep needs it), re-send, and wait as `afpbench run` does."""
+    from contextlib import ExitStack
+
+    from rich.console import Console
+
+    from afpbench.api.display import progress_bar
+    from afpbench.workers.embedded import embedded_worker
+    from afpbench.workers.settings import get_settings
+    from afpbench.workers.sim.local import needs_local_sim, start_local_sim
+    from afpbench.workers.store.db import session_scope
+    from afpbench.workers.store.models import Sweep
+    from afpbench.workers.sweeps.runs import resume as resume_sweep
+    from afpbench.workers.sweeps.runs import wait_for
+    from afpbench.workers.sweeps.spec import parse_spec
+
+    settings = get_settings()
+    with session_scope() as session:
+        row = session.get(Sweep, sweep_id)
+        spec = parse_spec(row.spec, f"sweep {sweep_id} spec")
+    with ExitStack() as stack:
+        if needs_local_sim([*spec.models, *spec.judges]):
+            start_local_sim(stack, settings)
+        stack.enter_context(embedded_worker(settings.embedded_threads))
+        done = resume_sweep(sweep_id)
+        with progress_bar(Console(stderr=True)) as update:
+            final = wait_for(sweep_id, on_progress=update)
+    typer.echo(f"re-sent {done.resent} cells of sweep {sweep_id} and ran them here: {final.done} of "
+               f"{final.total} cells done, status {final.status}")

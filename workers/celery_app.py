@@ -11,8 +11,10 @@ import logging
 from celery import Celery
 from celery.signals import worker_process_init
 from kombu import Exchange, Queue
+from kombu.exceptions import OperationalError as BrokerError
 from sqlalchemy.orm import configure_mappers
 
+from afpbench.workers.errors import ServiceUnavailable
 from afpbench.workers.providers.families import EXEC_QUEUES
 from afpbench.workers.settings import get_settings
 from afpbench.workers.store.db import dispose_engines
@@ -123,6 +125,20 @@ app = make_app()
 # Thread-pool workers resolve retries through the default app; without this a retry published to
 # Celery's built-in default broker (amqp://localhost) instead of ours.
 app.set_default()
+
+
+def check_broker(timeout_s: float = 5.0) -> None:
+    """Raise ServiceUnavailable unless the broker answers within `timeout_s`: run before a sweep is
+    written (its cells would otherwise wait in SQL for a broker nobody knew was down) and before a
+    worker starts (Celery would retry the connection for ever)."""
+    with app.connection_for_write(connect_timeout=timeout_s) as conn:
+        try:
+            conn.ensure_connection(max_retries=0, timeout=timeout_s)
+        except (BrokerError, OSError, *conn.connection_errors) as exc:
+            reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+            raise ServiceUnavailable(
+                f"broker {conn.as_uri()} does not answer ({reason}); start it or fix AFP_BROKER_URL"
+            ) from None
 
 
 def send(task_name: str, args: list, queue: str) -> None:

@@ -62,6 +62,19 @@ class SchemaAhead(SchemaMismatch):
     """The database was migrated by a newer afpbench than this one."""
 
 
+class ServiceUnavailable(DependencyError):
+    """Our own broker or database does not answer; found before anything is written or consumed."""
+
+    http_status = 503  # the server's own dependency, not something the client named
+
+
+class RunCancelled(AfpbenchError):
+    """`afpbench cancel` stopped the sweep a running `afpbench run` was waiting for."""
+
+    exit_code = 4  # distinct from bad input (2) and excluded cells (3): the run was stopped on purpose
+    http_status = 409
+
+
 class SweepNotFound(NotFoundError):
     """No sweep with that id."""
 

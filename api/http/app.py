@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.docs import get_swagger_ui_html
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from sqlalchemy.exc import DataError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from afpbench.api.http import routes_adjudications, routes_cells, routes_ops, routes_sweeps
 from afpbench.api.http.deps import Authorized, configured_token
@@ -32,12 +35,24 @@ and judge prompt inline or names entries of the server's catalogue, never server
 output is labelled simulated wherever it appears."""
 
 
+def _printable(value: Any) -> Any:
+    """The value with lone surrogates escaped: an error message quoting a path or a key that holds one
+    would otherwise fail to encode as UTF-8, and a 422 became a 500."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, list | tuple):
+        return [_printable(v) for v in value]
+    if isinstance(value, dict):
+        return {_printable(k): _printable(v) for k, v in value.items()}
+    return value
+
+
 def _field_errors(exc: RequestValidationError) -> list[dict]:
     out = []
     for err in exc.errors():
         msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
         out.append({"loc": list(err.get("loc", ())), "msg": msg, "type": err.get("type", "value_error")})
-    return out
+    return _printable(out)
 
 
 def route_table(app: FastAPI) -> list[tuple[str, set[str]]]:
@@ -80,8 +95,15 @@ def create_app(settings: Settings | None = None, *, runtime: bool = True) -> Fas
         # same {loc, msg, type} list shape as FastAPI's own validation errors.
         if exc.http_status == 422:
             kind = "".join(f"_{c.lower()}" if c.isupper() else c for c in type(exc).__name__).lstrip("_")
-            return JSONResponse({"detail": [{"loc": ["body"], "msg": str(exc), "type": kind}]}, status_code=422)
-        return JSONResponse({"detail": str(exc)}, status_code=exc.http_status)
+            return JSONResponse({"detail": [{"loc": ["body"], "msg": _printable(str(exc)), "type": kind}]},
+                                status_code=422)
+        return JSONResponse({"detail": _printable(str(exc))}, status_code=exc.http_status)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        # FastAPI's own handler, given a detail that can always be encoded (see _printable).
+        exc.detail = _printable(exc.detail)
+        return await http_exception_handler(request, exc)
 
     @app.exception_handler(DataError)
     async def _unstorable(_request: Request, _exc: DataError) -> JSONResponse:

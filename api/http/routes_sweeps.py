@@ -114,18 +114,20 @@ def get_sweep(sweep_id: str, session: SessionDep) -> SweepDetail:
 @router.post("/{sweep_id}/cancel", response_model=SweepCancelled,
              responses={404: {"description": "unknown sweep"}})
 def cancel_sweep(sweep_id: str) -> SweepCancelled:
-    """No more cells are released; queued messages find the sweep cancelled and do nothing."""
-    unfinished = runs.cancel(sweep_id)
-    return SweepCancelled(id=sweep_id, status=SweepStatus.cancelled, unfinished=unfinished)
+    """No more cells are released; queued messages find the sweep cancelled and do nothing. A sweep with
+    nothing left to run is left as it is: `status` then says what it is (e.g. complete)."""
+    done = runs.cancel(sweep_id)
+    return SweepCancelled(id=sweep_id, status=done.status, unfinished=done.unfinished)
 
 
 @router.post("/{sweep_id}/resume", response_model=SweepResumed,
              responses={404: {"description": "unknown sweep"},
                         409: {"description": "inputs changed since the seal (names the changed components)"}})
 def resume_sweep(sweep_id: str) -> SweepResumed:
-    """Re-send every unfinished cell; refused when any sealed input changed since the sweep began."""
+    """Re-send every unfinished cell; refused when any sealed input changed since the sweep began. A
+    cancelled sweep with nothing left to run is completed and its summary recomputed."""
     try:
-        resent = runs.resume(sweep_id)
+        resent = runs.resume(sweep_id).resent
     except runs.SealMismatch as exc:
         raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
     except (FixtureError, ReferenceFileError) as exc:  # sealed inputs can no longer be read

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from afpbench.workers.errors import SpecError
@@ -61,3 +63,38 @@ def test_model_hash_is_deterministic_and_sensitive_to_params():
     b = parse_spec({"models": [SIM]}).models[0]
     c = parse_spec({"models": [{**SIM, "params": {"temperature": 0.5}}]}).models[0]
     assert a.model_hash == b.model_hash != c.model_hash
+
+
+COUNT_FIELDS = {
+    "repeats": {"repeats": True},
+    "high_risk_repeats": {"high_risk_repeats": True},
+    "models.0.limits.burst": {"models": [{**SIM, "limits": {"burst": True}}]},
+    "models.0.limits.max_in_flight": {"models": [{**SIM, "limits": {"max_in_flight": True}}]},
+    "pass_rule.min_dimension": {"pass_rule": {"min_dimension": True}},
+    "pass_rule.min_total": {"pass_rule": {"min_total": False}},
+    "dispute_rule.dimension_gap": {"dispute_rule": {"dimension_gap": True}},
+    "dispute_rule.max_parse_retries": {"dispute_rule": {"max_parse_retries": False}},
+}
+
+
+@pytest.mark.parametrize("field", list(COUNT_FIELDS))
+def test_a_boolean_is_never_read_as_a_count(field):
+    """Lax mode would read true as 1 and false as 0; every count field refuses a boolean by name."""
+    data = {"models": [SIM], **COUNT_FIELDS[field]}
+    with pytest.raises(SpecError, match=re.escape(field) + ": expected a number, got the boolean"):
+        parse_spec(data)
+
+
+def test_unstorable_text_is_located_also_inside_params_keys_and_lists():
+    with pytest.raises(SpecError, match=r"models\.0\.params: a key contains a NUL character"):
+        parse_spec({"models": [{**SIM, "params": {"a\x00": 1}}]})
+    with pytest.raises(SpecError, match=r"models\.0\.params\.stop\.1: contains a lone surrogate U\+DC80"):
+        parse_spec({"models": [{**SIM, "params": {"stop": ["ok", "x\udc80"]}}]})
+
+
+def test_the_resolved_spec_parses_again_unchanged():
+    """Workers re-parse the stored spec: the stricter types must accept everything they produce."""
+    spec = parse_spec({"models": [{**SIM, "base_url": "HTTP://h:1/v1/", "limits": {"requests_per_min": 60.5},
+                                   "params": {"temperature": 0.0}}], "conditions": ["B", "A"], "repeats": 2})
+    again = parse_spec(spec.resolved())
+    assert again.resolved() == spec.resolved() and again.models[0].base_url == "http://h:1/v1"

@@ -19,7 +19,7 @@ from afpbench.workers.errors import JudgeUnavailable
 from afpbench.workers.grading.judges import judge_round
 from afpbench.workers.providers.types import OutcomeClass
 from afpbench.workers.store.db import session_scope
-from afpbench.workers.store.models import Attempt, Cell, Phase, Result, utcnow
+from afpbench.workers.store.models import Attempt, Cell, Phase, Result, Sweep, SweepStatus, utcnow
 from afpbench.workers.sweeps.inputs import SweepInputs, inputs_for, validity_for
 from afpbench.workers.sweeps.seal import afpbench_version
 from afpbench.workers.sweeps.spec import ModelSpec
@@ -35,6 +35,13 @@ class Scored:
 @dataclass(frozen=True)
 class RejudgeLater:
     delay_s: float
+    reason: str
+
+
+@dataclass(frozen=True)
+class NotScored:
+    """Nothing to do for this message (the sweep was cancelled); `afpbench resume` sends it again."""
+
     reason: str
 
 
@@ -58,11 +65,15 @@ def next_scoring_run(session: Session, cell_id: int) -> int:
     return (current or 0) + 1
 
 
-def score_cell(cell_id: int, worker: str) -> Scored | RejudgeLater:
+def score_cell(cell_id: int, worker: str) -> Scored | RejudgeLater | NotScored:
     with session_scope() as session:
         cell = session.get(Cell, cell_id)
         if cell.phase == Phase.done:
             return Scored(cell.state)
+        # As execute does: after a cancel no judge is paid for; the cell keeps its phase for resume.
+        status = session.exec(select(Sweep.status).where(Sweep.id == cell.sweep_id)).one()
+        if status == SweepStatus.cancelled:
+            return NotScored("sweep cancelled")
         if not _claim(session, cell_id, worker):
             return RejudgeLater(10.0, f"cell {cell_id} is in phase {cell.phase}")
     try:

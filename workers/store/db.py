@@ -6,18 +6,18 @@ write concurrently; PostgreSQL is used through psycopg 3 (postgresql+psycopg://.
 
 from __future__ import annotations
 
-import logging
 import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
-from sqlalchemy import event
+from sqlalchemy import event, pool, text
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, InterfaceError, OperationalError
 from sqlmodel import Session, create_engine
 
-from afpbench.workers.errors import DatabaseConfigError
+from afpbench.workers.errors import DatabaseConfigError, ServiceUnavailable
 from afpbench.workers.settings import get_settings
 from afpbench.workers.store import models  # noqa: F401  (registers the tables)
 from afpbench.workers.store.migrate import ensure_schema
@@ -32,14 +32,46 @@ def for_worker_process() -> None:
     per cell). Tasks already retry any database error with backoff, and the first error after a server
     restart invalidates the whole pool, so one task per process pays for a restart instead of every
     transaction paying for the ping. Commands and the HTTP API keep the ping. The engine is built here,
-    so the schema check and its imports happen before the first task, not inside it."""
+    so the schema check and its imports happen before the first task, not inside it; a database that
+    does not answer, or whose schema is behind, stops the worker before it consumes a message (every
+    message it took would only be retried until someone noticed)."""
     global _pre_ping
     _pre_ping = False
     dispose_engines()
+    check_database()
+
+
+def check_database(url: str | None = None, timeout_s: int = 5, *, schema: bool = True) -> None:
+    """Raise ServiceUnavailable unless the database answers within `timeout_s`; with `schema`, also
+    build the engine (a SQLite file is created and migrated) and raise SchemaBehind / SchemaAhead unless
+    the schema is the one this code needs. schema=False writes nothing, not even a SQLite file: a
+    command checks that first and the schema once its input has been read."""
+    url = url or get_settings().database_url
     try:
-        get_engine()
-    except (OperationalError, InterfaceError) as exc:  # unreachable now: the first task retries it
-        logging.getLogger(__name__).warning("database not reachable at worker start (%s)", type(exc).__name__)
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise DatabaseConfigError(f"AFP_DATABASE_URL is not a database URL: {exc}") from None
+    shown = parsed.render_as_string(hide_password=True)
+    if parsed.drivername.startswith("sqlite"):
+        folder = Path(parsed.database).parent if parsed.database not in (None, "", ":memory:") else None
+        if folder is not None and not folder.is_dir():
+            raise ServiceUnavailable(f"database {shown}: folder {folder} does not exist; check AFP_DATABASE_URL")
+    try:
+        if not parsed.drivername.startswith("sqlite"):
+            # A short connect timeout first: libpq's default waits for the OS (minutes) on a silent host.
+            probe = create_engine(url, poolclass=pool.NullPool, connect_args={"connect_timeout": timeout_s})
+            try:
+                with probe.connect() as connection:
+                    connection.execute(text("SELECT 1"))
+            finally:
+                probe.dispose()
+        if schema:
+            get_engine(url)
+    except (OperationalError, InterfaceError) as exc:
+        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0][:200]
+        if parsed.password:
+            reason = reason.replace(parsed.password, "***")
+        raise ServiceUnavailable(f"database {shown} does not answer ({reason}); check AFP_DATABASE_URL") from None
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:

@@ -6,15 +6,18 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sqlalchemy import func
+from sqlalchemy import func, update
 from sqlmodel import select
 
+from afpbench.workers.celery_app import check_broker
+from afpbench.workers.cells.completion import open_cells
 from afpbench.workers.cells.dispatch import release, resend
-from afpbench.workers.cells.finish import finish_if_done
-from afpbench.workers.errors import SealMismatch, SweepNotFound
+from afpbench.workers.cells.finish import aggregate_now, finish_if_done
+from afpbench.workers.errors import RunCancelled, SealMismatch, SweepNotFound
 from afpbench.workers.providers.preflight import preflight
-from afpbench.workers.store.db import session_scope
-from afpbench.workers.store.models import Attempt, Cell, Phase, Sweep, SweepStatus
+from afpbench.workers.settings import get_settings
+from afpbench.workers.store.db import check_database, session_scope
+from afpbench.workers.store.models import Attempt, Cell, Phase, Sweep, SweepStatus, utcnow
 from afpbench.workers.sweeps.coordinator import counts_by_phase_and_state, create_sweep, verify_sweep
 from afpbench.workers.sweeps.inputs import load_inputs, remember
 from afpbench.workers.sweeps.spec import SweepSpec
@@ -34,9 +37,36 @@ class Progress:
         return self.done >= self.total
 
 
+@dataclass(frozen=True)
+class Cancelled:
+    status: str  # the sweep's status afterwards
+    unfinished: int
+    changed: bool  # False: it was already complete or cancelled, or had nothing left to run
+
+
+@dataclass(frozen=True)
+class Resumed:
+    resent: int
+    status: str  # the sweep's status afterwards
+    completed: bool  # nothing was left to run: the sweep was completed here and its summary recomputed
+
+
+def check_services(*, schema: bool = True) -> None:
+    """Broker (distributed mode) and database answer, and (with `schema`) the schema is current; else
+    one error, before anything is written (an unanswered release left a written sweep for the
+    reconciler to run later). schema=False writes nothing (see check_database)."""
+    if not get_settings().embedded:
+        check_broker()
+    check_database(schema=schema)
+
+
 def start_sweep(spec: SweepSpec, *, check_endpoints: bool = True) -> str:
-    """Validate inputs, preflight endpoints, then seal and write the sweep and all its cells at once."""
+    """Validate inputs, check our services, preflight endpoints, then seal and write the sweep and all
+    its cells at once."""
     inputs = load_inputs(spec)  # raises FixtureError / ReferenceFileError naming the file
+    # Writes nothing, so bad input or a refused endpoint leaves no file behind; the schema is checked
+    # when the engine is first built, inside create_sweep's transaction, before its first row.
+    check_services(schema=False)
     if check_endpoints:
         for model in [*spec.models, *spec.judges]:
             preflight(model)
@@ -72,13 +102,20 @@ def wait_for(
     poll_s: float = 0.2,
     timeout_s: float | None = None,
 ) -> Progress:
-    """Poll SQL until every cell is done, topping up the release window as cells finish."""
+    """Poll SQL until every cell is done, topping up the release window as cells finish. A sweep
+    cancelled meanwhile (`afpbench cancel`, the API) raises RunCancelled: the caller stops waiting, and
+    leaving its context stops the embedded worker."""
     started = time.monotonic()
     last_release = 0.0
     while True:
         p = progress(sweep_id)
         if on_progress:
             on_progress(p)
+        if p.status == SweepStatus.cancelled:
+            raise RunCancelled(
+                f"sweep {sweep_id} was cancelled with {p.done} of {p.total} cells done; "
+                f"`afpbench resume {sweep_id}` continues it"
+            )
         if p.finished:
             finish_if_done(sweep_id, "runner", aggregate_here=True)  # no worker claimed it: aggregate here
             return progress(sweep_id)
@@ -97,8 +134,12 @@ def attempts_count(sweep_id: str) -> int:
         ).one()
 
 
-def resume(sweep_id: str) -> int:
-    """Re-send every non-terminal cell (lost messages after a broker restart); refuses changed inputs."""
+def resume(sweep_id: str) -> Resumed:
+    """Re-send every non-terminal cell (lost messages after a broker restart); refuses changed inputs.
+
+    The inverse of cancel: a cancelled sweep runs again, and one with nothing left to run (cancelled
+    after its last cell, or left running by an older afpbench) is completed and aggregated here; no
+    message would ever do it."""
     with session_scope() as session:
         sweep = session.get(Sweep, sweep_id)
         if sweep is None:
@@ -106,29 +147,49 @@ def resume(sweep_id: str) -> int:
         changed = verify_sweep(sweep)
         if changed:
             raise SealMismatch(f"sweep {sweep_id}: inputs changed since the seal: {', '.join(changed)}")
-        if sweep.status == SweepStatus.cancelled:
-            sweep.status = SweepStatus.running
+        status = sweep.status
+        if open_cells(session, sweep_id) == 0:
+            if status == SweepStatus.complete:
+                return Resumed(0, status, False)
+            sweep.status, sweep.finished_at = SweepStatus.complete, utcnow()
             session.add(sweep)
-        rows = session.exec(
-            select(Cell.id, Cell.provider, Cell.phase).where(
-                Cell.sweep_id == sweep_id,
-                Cell.phase.in_([Phase.queued, Phase.executing, Phase.awaiting_score, Phase.scoring]),
-            )
-        ).all()
-    return resend([tuple(r) for r in rows]) + release(sweep_id)
+            rows = None
+        else:
+            if status == SweepStatus.cancelled:
+                sweep.status = status = SweepStatus.running
+                session.add(sweep)
+            rows = session.exec(
+                select(Cell.id, Cell.provider, Cell.phase).where(
+                    Cell.sweep_id == sweep_id,
+                    Cell.phase.in_([Phase.queued, Phase.executing, Phase.awaiting_score, Phase.scoring]),
+                )
+            ).all()
+    if rows is None:
+        aggregate_now(sweep_id, "resume")  # claims the aggregate if nobody did, and stores the summary
+        return Resumed(0, SweepStatus.complete, True)
+    return Resumed(resend([tuple(r) for r in rows]) + release(sweep_id), status, False)
 
 
-def cancel(sweep_id: str) -> int:
-    """Stop releasing cells; queued messages find the sweep cancelled and do nothing."""
+def cancel(sweep_id: str) -> Cancelled:
+    """Stop releasing cells; queued messages find the sweep cancelled and do nothing. A sweep that is
+    complete, already cancelled or has nothing left to run is left as it is (resume would have nothing
+    to undo), and the answer says so."""
     with session_scope() as session:
-        sweep = session.get(Sweep, sweep_id)
-        if sweep is None:
+        status = session.exec(select(Sweep.status).where(Sweep.id == sweep_id)).first()
+        if status is None:
             raise SweepNotFound(f"no sweep with id {sweep_id!r}")
-        sweep.status = SweepStatus.cancelled
-        session.add(sweep)
-        return session.exec(
-            select(func.count()).select_from(Cell).where(Cell.sweep_id == sweep_id, Cell.phase != Phase.done)
-        ).one()
+        unfinished = open_cells(session, sweep_id)
+        if unfinished == 0 or status in (SweepStatus.complete, SweepStatus.cancelled):
+            return Cancelled(status, unfinished, False)
+        moved = session.execute(
+            update(Sweep)
+            .where(Sweep.id == sweep_id, Sweep.status.notin_([SweepStatus.complete, SweepStatus.cancelled]))
+            .values(status=SweepStatus.cancelled)
+        ).rowcount
+        if moved != 1:  # completed between the read and the update
+            status = session.exec(select(Sweep.status).where(Sweep.id == sweep_id)).one()
+            return Cancelled(status, unfinished, False)
+    return Cancelled(SweepStatus.cancelled, unfinished, True)
 
 
 def latest_sweep_id() -> str | None:

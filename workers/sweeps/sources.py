@@ -24,6 +24,7 @@ from afpbench.reference.files import text_problem
 from afpbench.reference.loader import ReferenceFileError
 from afpbench.workers.errors import SettingError, SpecError
 from afpbench.workers.settings import get_settings
+from afpbench.workers.sweeps.spec_values import Line
 
 # Names of catalogue entries: one path segment, never '.' or '..'.
 CATALOGUE_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
@@ -59,13 +60,13 @@ def _one_source(source: BaseModel, kinds: tuple[str, ...]) -> None:
 class FixtureSource(_Strict):
     """Where the fixtures come from: none of the three = the packaged pilot set P01-P08."""
 
-    dir: str | None = Field(default=None, description="a directory of *.yaml fixture files (spec files only)")
+    dir: Line | None = Field(default=None, description="a directory of *.yaml fixture files (spec files only)")
     name: str | None = Field(default=None, pattern=CATALOGUE_NAME,
                              description="an entry of the server's catalogue: AFP_CATALOGUE_DIR/fixtures/<name>/")
     inline: list[dict[str, Any]] | None = Field(
         default=None, min_length=1, max_length=1000, description="the fixtures themselves, as data"
     )
-    only: list[str] | None = None
+    only: list[Line] | None = Field(default=None, min_length=1)  # None: all; [] would be an empty sweep
 
     @field_validator("inline")
     @classmethod
@@ -103,7 +104,7 @@ class InlineInstructions(_Strict):
 class InstructionSource(_Strict):
     """Where the A-D texts come from: none of the three = the packaged texts."""
 
-    dir: str | None = Field(default=None, description="a directory with A.md..D.md (spec files only)")
+    dir: Line | None = Field(default=None, description="a directory with A.md..D.md (spec files only)")
     name: str | None = Field(default=None, pattern=CATALOGUE_NAME,
                              description="an entry of the server's catalogue: AFP_CATALOGUE_DIR/instructions/<name>/")
     inline: InlineInstructions | None = None

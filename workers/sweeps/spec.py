@@ -33,6 +33,7 @@ from afpbench.workers.sweeps.sources import (
     JudgePromptSource,
     resolve_spec_paths,
 )
+from afpbench.workers.sweeps.spec_values import Count, Line, Number, checked_base_url, refuse_unstorable
 
 CONDITIONS = ("A", "B", "C", "D")
 HIGH_RISK_MIN_REPEATS = 3
@@ -53,35 +54,36 @@ _SECRET_FIELD_NAMES = frozenset(
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # No inf/nan in any typed number, also when written as a string ("inf", ".nan" in YAML, NaN in JSON).
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class Limits(_Strict):
-    requests_per_min: float | None = Field(default=None, gt=0)
-    burst: int = Field(default=1, ge=1)
-    tokens_per_min: float | None = Field(default=None, gt=0)
-    max_in_flight: int | None = Field(default=None, ge=1)
+    requests_per_min: Number | None = Field(default=None, gt=0)
+    burst: Count = Field(default=1, ge=1)
+    tokens_per_min: Number | None = Field(default=None, gt=0)
+    max_in_flight: Count | None = Field(default=None, ge=1)
 
 
 class Prices(_Strict):
     """US dollars per million tokens, as declared by the user (for cost reporting only)."""
 
-    input_per_mtok: float = Field(default=0, ge=0)
-    output_per_mtok: float = Field(default=0, ge=0)
-    cached_per_mtok: float = Field(default=0, ge=0)
-    reasoning_per_mtok: float = Field(default=0, ge=0)
+    input_per_mtok: Number = Field(default=0, ge=0)
+    output_per_mtok: Number = Field(default=0, ge=0)
+    cached_per_mtok: Number = Field(default=0, ge=0)
+    reasoning_per_mtok: Number = Field(default=0, ge=0)
 
 
 class ModelSpec(_Strict):
     provider: str
-    model: str = Field(min_length=1, max_length=200)
-    label: str | None = Field(default=None, max_length=200)
-    base_url: str | None = None
+    model: Line = Field(min_length=1, max_length=200)
+    label: Line | None = Field(default=None, max_length=200)
+    base_url: Line | None = None
     api_key_env: str | None = Field(default=None, pattern=r"^[A-Z_][A-Z0-9_]*$")
     params: dict[str, Any] = Field(default_factory=dict)
     limits: Limits = Field(default_factory=Limits)
     prices: Prices = Field(default_factory=Prices)
-    timeout_s: float = Field(default=120.0, gt=0, le=3600)
+    timeout_s: Number = Field(default=120.0, gt=0, le=3600)
 
     @model_validator(mode="before")
     @classmethod
@@ -124,10 +126,13 @@ class ModelSpec(_Strict):
     @field_validator("base_url")
     @classmethod
     def _base_url(cls, v: str | None) -> str | None:
-        # The value is not echoed: it is the client's, and a refused one may hold what they should not send.
-        if v is not None and (problem := base_url_problem(v)):
+        if v is None:
+            return v
+        # Query strings, fragments, user info and path tricks first; the value is not echoed: it is the
+        # client's, and a refused one may hold what they should not send.
+        if problem := base_url_problem(v):
             raise ValueError(f"base_url {problem}")
-        return v.rstrip("/") if v else v
+        return checked_base_url(v)  # scheme (any case), host, port
 
     @property
     def family(self) -> str:
@@ -156,29 +161,29 @@ class ModelSpec(_Strict):
 
 class PassRuleSpec(_Strict):
     no_fatal: Literal[True] = True  # the protocol fixes this part: any fatal is a fail
-    min_dimension: int = Field(default=1, ge=0, le=2)
-    min_total: int = Field(default=6, ge=0, le=8)
+    min_dimension: Count = Field(default=1, ge=0, le=2)
+    min_total: Count = Field(default=6, ge=0, le=8)
 
 
 class DisputeRuleSpec(_Strict):
     pass_fail_disagreement: bool = True
     fatal_flag_disagreement: bool = True
     deterministic_fatal_rejected: bool = True
-    dimension_gap: int = Field(default=2, ge=1, le=2)
-    max_parse_retries: int = Field(default=2, ge=0, le=5)
+    dimension_gap: Count = Field(default=2, ge=1, le=2)
+    max_parse_retries: Count = Field(default=2, ge=0, le=5)
 
 
 class SweepSpec(_Strict):
-    name: str = Field(default="sweep", min_length=1, max_length=200)
+    name: Line = Field(default="sweep", min_length=1, max_length=200)
     models: list[ModelSpec] = Field(min_length=1)
     judges: list[ModelSpec] = Field(default_factory=list)
-    conditions: list[Literal["A", "B", "C", "D"]] = Field(default_factory=lambda: list(CONDITIONS))
+    conditions: list[Literal["A", "B", "C", "D"]] = Field(default_factory=lambda: list(CONDITIONS), min_length=1)
     fixtures: FixtureSource = Field(default_factory=FixtureSource)
     instructions: InstructionSource = Field(default_factory=InstructionSource)
     # A string is a file path (spec files only); null: the packaged prompt.
-    judge_prompt: str | JudgePromptSource | None = None
-    repeats: int = Field(default=1, ge=1, le=1000)
-    high_risk_repeats: int = Field(default=HIGH_RISK_MIN_REPEATS, ge=1, le=1000)
+    judge_prompt: Line | JudgePromptSource | None = None
+    repeats: Count = Field(default=1, ge=1, le=1000)
+    high_risk_repeats: Count = Field(default=HIGH_RISK_MIN_REPEATS, ge=1, le=1000)
     pass_rule: PassRuleSpec = Field(default_factory=PassRuleSpec)
     dispute_rule: DisputeRuleSpec = Field(default_factory=DisputeRuleSpec)
 
@@ -189,6 +194,13 @@ class SweepSpec(_Strict):
         where = _literal_secret_at(data)
         if where:
             raise ValueError(f"{where}: looks like a literal credential; name an environment variable in 'api_key_env'")
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _storable(cls, data: Any) -> Any:
+        # Over the whole raw spec, so free-form parts (params, sent in the request body) are covered too.
+        refuse_unstorable(cls.__name__, data)
         return data
 
     @field_validator("conditions")
