@@ -5,7 +5,8 @@ busy stretches every step, a tool conversation waits for the limiter between rou
 Once the lease ran out, a duplicate message (every message may be delivered more than once) claimed
 the cell and called the model again while the first call was still running: two requests, two
 attempts, one of them superseded. So every holder registers its lease here, and a daemon thread
-extends the leases of this process's holders every third of the lease.
+extends each lease every third of AFP_LEASE_EXPIRY_S, counted from its claim and then from its last
+renewal.
 
 Each renewal is fenced: an execution lease only while the cell is still `executing` under the same
 attempt number, a scoring lease only while the cell is `scoring` under the same claim token. A holder
@@ -55,13 +56,20 @@ RENEW_SCORING = (
 )
 
 
+def _interval_s() -> float:
+    """How often a lease is renewed: every third of it, so two renewals can fail before it runs out."""
+    return max(0.2, get_settings().lease_expiry_s / 3)
+
+
 @dataclass(eq=False)
 class Hold:
-    """One live lease: the cell, the statement that renews it under its fence, and whether it was lost."""
+    """One live lease: the cell, the statement that renews it under its fence, when it is next due
+    (monotonic clock), and whether it was lost."""
 
     cell_id: int
     statement: Update
     fence: int | str
+    due: float = 0.0
     lost_event: threading.Event = field(default_factory=threading.Event)
 
     @property
@@ -78,66 +86,71 @@ class Hold:
 
 
 class LeaseKeeper:
-    """The holds of this process and the thread that renews them."""
+    """The holds of this process and the thread that renews each one when it is due."""
 
     def __init__(self) -> None:
         self._holds: set[Hold] = set()
-        self._lock = threading.Lock()
+        self._changed = threading.Condition()
         self._thread: threading.Thread | None = None
         self._pid = os.getpid()
 
     @contextmanager
     def holding(self, hold: Hold) -> Iterator[Hold]:
-        self._ensure_thread()
-        with self._lock:
+        hold.due = time.monotonic() + _interval_s()  # the claim itself just set the lease
+        with self._changed:
+            self._ensure_thread()
             self._holds.add(hold)
+            self._changed.notify()  # the thread may be waiting for a later hold, or for none
         try:
             yield hold
         finally:
-            with self._lock:
+            with self._changed:
                 self._holds.discard(hold)
 
-    def renew_all(self) -> int:
-        """One renewal pass over every hold (the thread's loop; tests call it directly). Returns how
-        many leases were extended. Each lease is renewed in its own short transaction, so a row locked
-        by its holder's record transaction delays only itself. A database error leaves that hold as it
-        is: its lease still has two thirds of its time, and the next pass tries again."""
-        with self._lock:
-            holds = sorted((h for h in self._holds if not h.lost), key=lambda h: h.cell_id)
+    def renew_all(self, due_only: bool = False) -> int:
+        """Renew the holds (every live one, or those due): the thread's work, and tests call it directly.
+        Returns how many leases were extended. Each lease is renewed in its own short transaction, so a
+        row locked by its holder's record transaction delays only itself. A database error leaves that
+        hold as it is: its lease still has two thirds of its time, and it is tried again next time."""
+        now = time.monotonic()
+        with self._changed:
+            holds = sorted((h for h in self._holds if not h.lost and (not due_only or h.due <= now)),
+                           key=lambda h: h.cell_id)
         renewed = 0
         for hold in holds:
-            until = utcnow() + timedelta(seconds=get_settings().lease_expiry_s)
+            hold.due = time.monotonic() + _interval_s()
             try:
                 with transaction() as conn:
-                    renewed += hold.renew(conn, until)
+                    renewed += hold.renew(conn, utcnow() + timedelta(seconds=get_settings().lease_expiry_s))
             except SQLAlchemyError as exc:
-                log.warning("lease renewal of cell %s failed (%s); retrying at the next pass", hold.cell_id,
+                log.warning("lease renewal of cell %s failed (%s); retrying when it is due again", hold.cell_id,
                             type(exc).__name__)
         return renewed
 
-    def _interval_s(self) -> float:
-        return max(0.2, get_settings().lease_expiry_s / 3)
-
     def _run(self) -> None:
         while True:
-            time.sleep(self._interval_s())
+            with self._changed:
+                live = [h.due for h in self._holds if not h.lost]
+                wait = min(live) - time.monotonic() if live else None
+                if wait is None or wait > 0:
+                    self._changed.wait(wait)
+                    continue
             try:
-                self.renew_all()
+                self.renew_all(due_only=True)
             except Exception:  # noqa: BLE001 - the renewal thread must outlive any one failure
-                log.exception("lease renewal pass failed")
+                log.exception("lease renewal failed")
 
     def _ensure_thread(self) -> None:
-        with self._lock:
-            # A prefork pool child inherits the object but not the thread: start one per process.
-            if self._thread is not None and self._thread.is_alive() and self._pid == os.getpid():
-                return
-            self._pid = os.getpid()
-            self._thread = threading.Thread(target=self._run, name="afpbench-lease-keeper", daemon=True)
-            self._thread.start()
+        # Called with self._changed held. A prefork pool child inherits the object but not the thread.
+        if self._thread is not None and self._thread.is_alive() and self._pid == os.getpid():
+            return
+        self._pid = os.getpid()
+        self._thread = threading.Thread(target=self._run, name="afpbench-lease-keeper", daemon=True)
+        self._thread.start()
 
     def _after_fork(self) -> None:
-        # Locks held by another thread at fork time would never be released in the child.
-        self._lock = threading.Lock()
+        # A lock held by another thread at fork time would never be released in the child.
+        self._changed = threading.Condition()
         self._holds = set()
         self._thread = None
 
