@@ -6,6 +6,7 @@ an independent check of what the workers wrote.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -28,10 +29,22 @@ FAST_TIMING = {
     "AFP_RECONCILE_INTERVAL_S": "5",
     "AFP_RECONCILE_STALE_S": "60",
 }
+# For runs beside a CPU hog (tests/reliability/load.py): with every core taken a simulated round can take
+# seconds, and FAST_TIMING's 3 s read timeout and 20 s hard limit would end tries that were only slow
+# (a read timeout, or the guard refusing a tool round that could overrun the limit). Those are honest
+# retries, not duplicates, but they would hide what a duplicates test measures, so it uses these: a
+# round may take 20 s, a conversation may start rounds for 30 s (20 s + 10 s connect < 60 s).
+LOADED_TIMING = {
+    **FAST_TIMING,
+    "AFP_TASK_HARD_TIME_LIMIT_S": "60",
+    "AFP_VISIBILITY_TIMEOUT_S": "70",
+    "AFP_LEASE_EXPIRY_S": "80",
+}
+LOADED_MODEL_TIMEOUT_S = 20
 
 
 def sweep_spec(sim_url: str, poison_url: str | None, repeats: int, name: str = "reliability (simulated)",
-               judged: bool = False) -> dict:
+               judged: bool = False, timeout_s: float = 3) -> dict:
     """2 simulated models x A-D x P01-P08 x repeats. Without judges scoring is deterministic, cheap and
     done by the executing task (every answered cell ends GRADER_DISPUTE for want of judges, which is
     still a final state); `judged` adds a simulated judge, so cells go through the `score` queue."""
@@ -39,11 +52,11 @@ def sweep_spec(sim_url: str, poison_url: str | None, repeats: int, name: str = "
     # well above what this machine executes, so queued cells never wait long enough to look lost.
     limits = {"requests_per_min": 1800, "burst": 30}
     models = [{"provider": "sim", "model": "sim-rel-a", "label": "sim-a (simulated)", "base_url": sim_url,
-               "limits": limits, "timeout_s": 3},
+               "limits": limits, "timeout_s": timeout_s},
               {"provider": "sim", "model": "sim-rel-b", "label": "sim-b (simulated)",
-               "base_url": poison_url or sim_url, "limits": limits, "timeout_s": 3}]
+               "base_url": poison_url or sim_url, "limits": limits, "timeout_s": timeout_s}]
     judges = [{"provider": "sim", "model": "sim-rel-judge", "label": "sim-judge (simulated)", "base_url": sim_url,
-               "timeout_s": 3}] if judged else []
+               "timeout_s": timeout_s}] if judged else []
     return {"name": name, "models": models, "judges": judges, "repeats": repeats, "high_risk_repeats": repeats}
 
 
@@ -80,6 +93,7 @@ class Ledger:
     cells_missing_attempts: int  # cells whose attempt rows do not number 1..attempts
     attempts_unfinished: int  # rows still "started" once the sweep is done
     attempts_interrupted: int
+    attempts_not_sent: int  # claims that made no request (their error says why)
     redelivered_cells: int  # cells with more than one attempt row
     by_state: dict[str, int]
     aggregate_rows: int
@@ -112,6 +126,8 @@ def read_ledger(database_url: str, sweep_id: str) -> Ledger:
                                "where c.sweep_id = :s and a.outcome = 'started'",
         "attempts_interrupted": "select count(*) from attempt a join cell c on c.id = a.cell_id "
                                 "where c.sweep_id = :s and a.outcome = 'interrupted'",
+        "attempts_not_sent": "select count(*) from attempt a join cell c on c.id = a.cell_id "
+                             "where c.sweep_id = :s and a.outcome = 'not_sent'",
         "redelivered_cells": "select count(*) from (select a.cell_id from attempt a join cell c on c.id = a.cell_id "
                              "where c.sweep_id = :s group by a.cell_id having count(*) > 1) d",
         "aggregate_rows": "select count(*) from aggregate where sweep_id = :s",
@@ -201,3 +217,48 @@ def poison_history(database_url: str, sweep_id: str, condition: str, fixture_id:
         engine.dispose()
     return CellHistory(cell.state, cell.state_reason, cell.attempts, [r.outcome for r in rows],
                        [r.http_status for r in rows])
+
+
+def repeated_attempts(database_url: str, sweep_id: str) -> list[dict]:
+    """Every attempt row of the cells that were tried more than once, for a failure message that says
+    which copy ran, when, and what it saw."""
+    engine = create_engine(database_url)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(text(
+                "select a.cell_id, a.number, a.worker, a.outcome, a.http_status, a.error, a.started_at, "
+                "a.finished_at, c.lease_until from attempt a join cell c on c.id = a.cell_id "
+                "where c.sweep_id = :s and a.cell_id in (select cell_id from attempt group by cell_id "
+                "having count(*) > 1) order by a.cell_id, a.number"), {"s": sweep_id}).all()
+    finally:
+        engine.dispose()
+    return [dict(r._mapping) for r in rows]
+
+
+@dataclass
+class CellRequests:
+    attempts: int
+    sent_rounds: int  # rounds the attempts recorded as sent: what the provider should have seen
+
+
+def requests_on_record(database_url: str, sweep_id: str) -> dict[str, CellRequests]:
+    """Per cell key (the X-Afpbench-Cell value): its attempt rows and the requests they say they sent."""
+    engine = create_engine(database_url)
+    try:
+        with engine.connect() as conn:
+            cells = conn.execute(text(
+                "select id, sweep_id, model_hash, condition, fixture_id, fixture_version, repeat from cell "
+                "where sweep_id = :s"), {"s": sweep_id}).all()
+            attempts = conn.execute(text(
+                "select a.cell_id, a.rounds from attempt a join cell c on c.id = a.cell_id where c.sweep_id = :s"),
+                {"s": sweep_id}).all()
+    finally:
+        engine.dispose()
+    by_id = {c.id: CellRequests(0, 0) for c in cells}
+    for cell_id, rounds in attempts:
+        rounds = json.loads(rounds) if isinstance(rounds, str) else rounds
+        by_id[cell_id].attempts += 1
+        by_id[cell_id].sent_rounds += sum(1 for r in rounds if r.get("sent", True))
+    # The header's documented format (tests/reliability/poison.py), written out here, not imported.
+    return {f"{c.sweep_id}|{c.model_hash}|{c.condition}|{c.fixture_id}@{c.fixture_version}|r{c.repeat}": by_id[c.id]
+            for c in cells}

@@ -1,5 +1,6 @@
 """A poison gate in front of the simulator: requests for chosen cells always get HTTP 500, every other
-request is passed through unchanged (a real HTTP hop, no mocks).
+request is passed through unchanged (a real HTTP hop, no mocks). The gate also counts the requests it
+saw per cell key, so a test can hold the attempts on record against the requests that really arrived.
 
 Cells are recognised by the X-Afpbench-Cell header the adapters send ("sweep|model|cond|fixture@ver|rN").
 """
@@ -9,12 +10,28 @@ from __future__ import annotations
 import http.client
 import json
 import threading
+import time
+from collections import Counter
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlparse
 
 CELL_HEADER = "X-Afpbench-Cell"
 HOP_HEADERS = {"connection", "keep-alive", "transfer-encoding", "content-length", "host"}
+
+
+def model_request(key: str) -> bool:
+    """A cell's execution request (judge requests carry a `|judgeN` suffix)."""
+    return key.count("|") == 4
+
+
+def judge_request(key: str) -> bool:
+    return key.count("|") == 5 and key.rsplit("|", 1)[1].startswith("judge")
+
+
+def never(_key: str) -> bool:
+    """A matcher that poisons nothing: the gate only counts."""
+    return False
 
 
 def cell_matcher(condition: str, fixture_id: str, repeat: int) -> Callable[[str], bool]:
@@ -36,12 +53,16 @@ class _QuietServer(ThreadingHTTPServer):
 
 
 class PoisonGate:
-    def __init__(self, upstream_base_url: str, poisoned: Callable[[str], bool]) -> None:
+    def __init__(self, upstream_base_url: str, poisoned: Callable[[str], bool],
+                 delay_s: Callable[[str], float] | None = None) -> None:
         up = urlparse(upstream_base_url)
         self.upstream = (up.hostname, up.port)
-        self.poisoned = poisoned
+        self.poisoned = poisoned  # may be swapped while the gate runs
+        self.delay_s = delay_s or (lambda _key: 0.0)  # how long a POST is held before it is answered
         self.poisoned_requests = 0
+        self.requests_by_key: Counter[str] = Counter()  # POSTs seen, by X-Afpbench-Cell value
         self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)
         self._local = threading.local()
         self._httpd: ThreadingHTTPServer | None = None
 
@@ -70,6 +91,16 @@ class PoisonGate:
                     raise
         raise AssertionError("unreachable")
 
+    def wait_for(self, matches: Callable[[str], bool], n: int = 1, timeout_s: float = 30) -> bool:
+        """Block until `n` POSTs whose key `matches` have arrived (they may still be held)."""
+        with self._arrived:
+            return self._arrived.wait_for(
+                lambda: sum(c for k, c in self.requests_by_key.items() if matches(k)) >= n, timeout_s)
+
+    def count(self, matches: Callable[[str], bool]) -> int:
+        with self._lock:
+            return sum(c for k, c in self.requests_by_key.items() if matches(k))
+
     def start(self) -> PoisonGate:
         gate = self
 
@@ -82,7 +113,13 @@ class PoisonGate:
             def _relay(self, method: str) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 key = self.headers.get(CELL_HEADER) or ""
-                if method == "POST" and gate.poisoned(key):
+                poisoned = method == "POST" and gate.poisoned(key)  # decided on arrival, before any hold
+                if method == "POST":
+                    with gate._arrived:
+                        gate.requests_by_key[key] += 1
+                        gate._arrived.notify_all()
+                    time.sleep(gate.delay_s(key))
+                if poisoned:
                     with gate._lock:
                         gate.poisoned_requests += 1
                     payload = json.dumps({"error": {"message": "poison cell: always fails (reliability test)",

@@ -20,6 +20,7 @@ from afpbench.workers.sweeps.inputs import SweepInputs, inputs_for, validity_for
 # Outcomes of an attempt row that has no provider answer recorded (not OutcomeClass values).
 ATTEMPT_STARTED = "started"  # claimed, the call under way (or its worker died: see below)
 ATTEMPT_INTERRUPTED = "interrupted"  # its worker was lost mid-try; a later claim took the cell over
+ATTEMPT_NOT_SENT = "not_sent"  # claimed, but no request was made (its error says why)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,9 @@ calling the calculator after `max_tool_rounds`. It ends with a non-scorable outc
 when the attempts run out, ends it INFRA_ERROR naming why.
 
 Every round is recorded (request as sent, status, headers, raw body, latency); calculator calls are
-evaluated exactly by the harness and their records kept with the attempt.
+evaluated exactly by the harness and their records kept with the attempt. A round that is not sent
+(the lease was lost, the limiter kept it waiting, it could overrun the hard time limit) is recorded
+too, with `sent: false` and the reason, so the attempt's rounds are exactly the requests it made.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dataclasses import replace
 from afpbench.fixtures.schema import NumericSpec
 from afpbench.scoring.calculator import CalculatorError, evaluate, shown_result
 from afpbench.scoring.render import render
+from afpbench.workers.cells.lease import Hold
 from afpbench.workers.limits.base import Grant, Limiter, pool_of
 from afpbench.workers.limits.shared import get_limiter
 from afpbench.workers.providers.endpoints import endpoint_for
@@ -66,8 +69,9 @@ def _run_calculator(result: AdapterResult, round_no: int, numeric: NumericSpec |
     return records, messages
 
 
-def _round_record(result: AdapterResult) -> dict:
+def _round_record(result: AdapterResult, sent: bool = True) -> dict:
     return {
+        "sent": sent,
         "request": result.request_sent,
         "http_status": result.http_status,
         "outcome": result.outcome.value,
@@ -76,6 +80,11 @@ def _round_record(result: AdapterResult) -> dict:
         "latency_ms": round(result.latency_ms, 3),
         "error": result.error,
     }
+
+
+def _not_sent(round_no: int, reason: str) -> AdapterResult:
+    """The result of a round that was never sent: an infra error (the try is retried), named."""
+    return failure_result(OutcomeClass.infra_error, f"round {round_no} not sent: {reason}")
 
 
 def incomplete(reason: str, outcome: OutcomeClass = OutcomeClass.infra_error) -> AdapterResult:
@@ -106,11 +115,12 @@ def _round_slot(
 
 
 def converse(
-    model: ModelSpec, inputs: SweepInputs, cell: Cell, holding: str | None = None
+    model: ModelSpec, inputs: SweepInputs, cell: Cell, hold: Hold | None = None, holding: str | None = None
 ) -> tuple[AdapterResult, list[dict], list[dict], dict]:
     """All rounds of one try. Returns the last result, round records, tool-call records, token sums.
 
-    `holding` is the in-flight lease execute_cell took for round one; it covers every round."""
+    `hold` is the claim's lease (lease.py): once it is lost, no further round is sent. `holding` is the
+    in-flight lease execute_cell took for round one; it covers every round."""
     settings = get_settings()
     fixture = inputs.fixtures[cell.fixture_id]
     prompt = render(cell.condition, fixture, inputs.instructions.text(cell.condition))
@@ -124,8 +134,14 @@ def converse(
     tokens = {"input": 0, "output": 0, "cached": 0, "reasoning": 0, "latency_ms": 0.0}
     result: AdapterResult | None = None
     started = time.monotonic()
+
+
     for round_no in range(1, settings.max_tool_rounds + 1):
         estimate = estimate_tokens(messages, model.params)
+        if hold is not None and hold.lost:
+            result = _not_sent(round_no, "the lease was taken over by another claim")
+            rounds.append(_round_record(result, sent=False))
+            break
         if round_no > 1:
             # The thread pool does not enforce Celery's hard time limit, so the conversation does: a
             # round that could overrun it (waiting for its slot included) is not started.
@@ -134,14 +150,19 @@ def converse(
             if spare <= 0:
                 result = incomplete(f"round {round_no} could exceed the hard time limit of "
                                     f"{settings.task_hard_time_limit_s} s")
-                rounds.append(_round_record(result))
+                rounds.append(_round_record(result, sent=False))
                 break
             budget = min(settings.tool_round_wait_s, spare)
             grant = _round_slot(limiter, pool, model, estimate, holding, budget)
             if not grant.granted:
                 result = incomplete(f"no rate slot for round {round_no} within {budget:g} s "
                                     f"({grant.reason or 'limiter'})")
-                rounds.append(_round_record(result))
+                rounds.append(_round_record(result, sent=False))
+                break
+            if hold is not None and hold.lost:  # lost while waiting for the slot
+                limiter.release(pool, grant.lease)
+                result = _not_sent(round_no, "the lease was taken over by another claim while waiting")
+                rounds.append(_round_record(result, sent=False))
                 break
             lease = grant.lease
         else:
@@ -185,6 +206,11 @@ def converse(
         assert result is not None
         if result.outcome == OutcomeClass.tool_call and prompt.tools:
             result = incomplete(f"still calling the calculator after max_tool_rounds = {settings.max_tool_rounds}")
-            rounds.append(_round_record(result))
+            rounds.append(_round_record(result, sent=False))  # the verdict on the try, not a request
     assert result is not None
     return result, rounds, tool_records, tokens
+
+
+def sent_rounds(rounds: list[dict]) -> int:
+    """How many of a try's rounds were sent (records written before `sent` existed were all sent)."""
+    return sum(1 for r in rounds if r.get("sent", True))

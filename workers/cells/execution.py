@@ -17,6 +17,7 @@ from sqlalchemy import Connection, insert, select, update
 from afpbench.scoring.evidence import decide_without_judges
 from afpbench.scoring.states import ResultState
 from afpbench.workers.cells.claim import (
+    ATTEMPT_NOT_SENT,
     CELL,
     FILL_ATTEMPT,
     MOVE_CELL,
@@ -28,8 +29,9 @@ from afpbench.workers.cells.claim import (
     load_cell,
 )
 from afpbench.workers.cells.completion import any_open
-from afpbench.workers.cells.conversation import converse, estimate_tokens
+from afpbench.workers.cells.conversation import converse, estimate_tokens, sent_rounds
 from afpbench.workers.cells.dispatch import top_up
+from afpbench.workers.cells.lease import hold_execution
 from afpbench.workers.cells.retry import RetryPolicy, Verdict
 from afpbench.workers.grading.scorer import done_values, evidence_for, result_row
 from afpbench.workers.limits.base import pool_of
@@ -107,20 +109,43 @@ def execute_cell(
     if not grant.granted:
         return RetryLater(grant.wait_s, f"limiter: {grant.reason}", prepaid=grant.prepaid)
     with transaction() as conn:
-        # The lease must outlive the broker's visibility timeout (AFP_LEASE_EXPIRY_S), or a message
-        # redelivered from a slow but live worker would steal the cell.
         claimed = claim(conn, cell_id, worker, settings.lease_expiry_s)
     if claimed is None:
         limiter.release(pool, grant.lease)
         limiter.refund(pool, model.limits, estimate)
         return RetryLater(5.0, "claimed by another worker")
-    try:
-        result, rounds, tool_records, tokens = converse(model, inputs, cell, holding=grant.lease)
-    finally:
-        limiter.release(pool, grant.lease)
-    decision = _record(cell, claimed, model, inputs, validity, result, rounds, tool_records, tokens, policy)
+    # The claim's lease (AFP_LEASE_EXPIRY_S, longer than the broker's visibility timeout) is renewed
+    # while the try runs (lease.py): a duplicate of this message, or the broker's redelivery of it,
+    # finds the cell held however long the call takes on a loaded machine.
+    with hold_execution(cell_id, claimed.number) as hold:
+        try:
+            result, rounds, tool_records, tokens = converse(model, inputs, cell, holding=grant.lease, hold=hold)
+        finally:
+            limiter.release(pool, grant.lease)
+        if not sent_rounds(rounds):
+            limiter.refund(pool, model.limits, estimate)  # round one's slot was never used
+            return record_not_sent(cell, claimed, model, rounds)
+        decision = _record(cell, claimed, model, inputs, validity, result, rounds, tool_records, tokens, policy)
     top_up(cell.sweep_id)  # a slot in this model's release window just freed
     return decision
+
+
+def record_not_sent(cell: CellRow, claimed: Claimed, model: ModelSpec, rounds: list[dict]) -> ExecutionDecision:
+    """A claim whose try made no request: the attempt says so (outcome `not_sent`, the reason), and
+    the cell, if it is still ours, goes back to the queue without a result."""
+    reason = rounds[-1]["error"] if rounds else "no round was started"
+    with transaction() as conn:
+        conn.execute(FILL_ATTEMPT, {
+            "b_attempt": claimed.attempt_id, "finished_at": utcnow(), "outcome": ATTEMPT_NOT_SENT, "error": reason,
+            "rounds": rounds, "simulated": model.simulated,
+        })
+        moved = conn.execute(MOVE_CELL, {
+            "b_cell": cell.id, "b_number": claimed.number, "phase": Phase.queued.value, "lease_owner": None,
+            "lease_until": None, "updated_at": utcnow(),
+        }).rowcount
+    if not moved:
+        return Finished(None, f"attempt {claimed.number} superseded before its request: {reason}")
+    return RetryLater(1.0, f"attempt {claimed.number} not sent: {reason}")
 
 
 def _record(

@@ -7,9 +7,9 @@ aggregate when every cell is done. Re-sending is safe because every task is idem
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
-from sqlalchemy import update
+from sqlalchemy import ColumnElement, or_, update
 from sqlmodel import select
 
 from afpbench.workers.cells.dispatch import release, resend
@@ -42,22 +42,27 @@ def stuck_cells(sweep_id: str, older_than: timedelta) -> list[tuple[int, str, st
         ]
 
 
+def _lease_expired(now: datetime) -> ColumnElement[bool]:
+    return or_(Cell.lease_until.is_(None), Cell.lease_until < now)
+
+
 def expire_overlong_leases(sweep_id: str) -> int:
-    """No lease outlives AFP_LEASE_EXPIRY_S from its claim, whatever its holder asked
-    for (the scorer takes 15 minutes). A worker killed while scoring would otherwise hold its cell that
-    long; a live holder cannot need more, since the hard time limit is shorter than the lease expiry.
-    The claim time is `updated_at`, which both claims set and nothing changes while the lease is held."""
+    """No lease reaches further ahead than AFP_LEASE_EXPIRY_S, whatever its holder asked for (a scorer
+    of an older version claimed for 15 minutes, or the setting was lowered since): such a lease is cut
+    back to now + AFP_LEASE_EXPIRY_S. A live holder renews its lease to exactly that (lease.py), so this
+    never shortens a live lease below what its holder keeps renewing, and the reconciler never takes a
+    live lease over: only a lease that runs out (its holder stopped renewing) frees the cell."""
     now = utcnow()
+    horizon = now + timedelta(seconds=get_settings().lease_expiry_s)
     with session_scope() as session:
         res = session.execute(
             update(Cell)
             .where(
                 Cell.sweep_id == sweep_id,
                 Cell.phase.in_([Phase.executing, Phase.scoring]),
-                Cell.lease_until > now,
-                Cell.updated_at < now - timedelta(seconds=get_settings().lease_expiry_s),
+                Cell.lease_until > horizon,
             )
-            .values(lease_until=now)
+            .values(lease_until=horizon)
         )
         return res.rowcount
 
@@ -65,14 +70,16 @@ def expire_overlong_leases(sweep_id: str) -> int:
 def _mark_resent(cells: list[tuple[int, str, str]], older_than: timedelta) -> list[tuple[int, str, str]]:
     """Stamp the cells being re-sent (updated_at = now) so the next pass does not send
     them again before another stale period. Without it every beat re-sent every cell still waiting in a
-    long queue, and the copies piled up faster than the workers could drain them."""
+    long queue, and the copies piled up faster than the workers could drain them. A cell claimed since
+    it was found stuck (its lease now live) is neither stamped nor re-sent."""
     if not cells:
         return []
+    now = utcnow()
     with session_scope() as session:
         stamped = set(session.execute(
             update(Cell)
-            .where(Cell.id.in_([c[0] for c in cells]), Cell.updated_at < utcnow() - older_than)
-            .values(updated_at=utcnow())
+            .where(Cell.id.in_([c[0] for c in cells]), Cell.updated_at < now - older_than, _lease_expired(now))
+            .values(updated_at=now)
             .returning(Cell.id)
         ).scalars())
     return [c for c in cells if c[0] in stamped]

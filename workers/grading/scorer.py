@@ -7,17 +7,20 @@ overwritten: a re-score adds a new scoring run.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 
-from sqlalchemy import func, or_, update
+from sqlalchemy import ColumnElement, func, or_, update
 from sqlmodel import Session, select
 
 from afpbench.scoring.evidence import Evidence, gather_evidence
 from afpbench.scoring.verdict import DisputeRule, PassRule, Verdict, decide
+from afpbench.workers.cells.lease import hold_scoring
 from afpbench.workers.errors import JudgeUnavailable
 from afpbench.workers.grading.judges import judge_round
 from afpbench.workers.providers.types import OutcomeClass
+from afpbench.workers.settings import get_settings
 from afpbench.workers.store.db import session_scope
 from afpbench.workers.store.models import Attempt, Cell, Phase, Result, Sweep, SweepStatus, utcnow
 from afpbench.workers.sweeps.inputs import SweepInputs, inputs_for, validity_for
@@ -29,7 +32,7 @@ SCORER_VERSION = "1"
 
 @dataclass(frozen=True)
 class Scored:
-    state: str
+    state: str | None  # None: this scorer was superseded and the cell's current holder has not finished
 
 
 @dataclass(frozen=True)
@@ -45,8 +48,12 @@ class NotScored:
     reason: str
 
 
-def _claim(session: Session, cell_id: int, worker: str) -> bool:
+def _claim(session: Session, cell_id: int, worker: str) -> str | None:
+    """Move the cell into `scoring` under a lease of AFP_LEASE_EXPIRY_S (renewed while the judges run,
+    lease.py). Returns the claim's owner token, the fence of the result write; None if someone else
+    holds the cell."""
     now = utcnow()
+    owner = f"{worker}#{uuid.uuid4().hex[:12]}"  # unique per claim: two scorers in one process differ
     res = session.execute(
         update(Cell)
         .where(
@@ -54,10 +61,16 @@ def _claim(session: Session, cell_id: int, worker: str) -> bool:
             or_(Cell.phase == Phase.awaiting_score, (Cell.phase == Phase.scoring) & (Cell.lease_until < now)),
         )
         .values(
-            phase=Phase.scoring, lease_owner=worker, lease_until=now + timedelta(minutes=15), updated_at=now
+            phase=Phase.scoring, lease_owner=owner,
+            lease_until=now + timedelta(seconds=get_settings().lease_expiry_s), updated_at=now,
         )
     )
-    return res.rowcount == 1
+    return owner if res.rowcount == 1 else None
+
+
+def _still_ours(cell_id: int, owner: str) -> ColumnElement[bool]:
+    """The fence of every write a scorer makes after its claim: the cell is still `scoring` under it."""
+    return (Cell.id == cell_id) & (Cell.phase == Phase.scoring) & (Cell.lease_owner == owner)
 
 
 def next_scoring_run(session: Session, cell_id: int) -> int:
@@ -74,21 +87,36 @@ def score_cell(cell_id: int, worker: str) -> Scored | RejudgeLater | NotScored:
         status = session.exec(select(Sweep.status).where(Sweep.id == cell.sweep_id)).one()
         if status == SweepStatus.cancelled:
             return NotScored("sweep cancelled")
-        if not _claim(session, cell_id, worker):
+        owner = _claim(session, cell_id, worker)
+        if owner is None:
             return RejudgeLater(10.0, f"cell {cell_id} is in phase {cell.phase}")
-    try:
-        with session_scope() as session:
-            verdict, details, run = score_answer(session, cell_id)
-            write_result(session, cell_id, run, verdict, details)
-            return Scored(verdict.state.value)
-    except JudgeUnavailable as exc:
-        with session_scope() as session:
-            session.execute(
-                update(Cell)
-                .where(Cell.id == cell_id)
-                .values(phase=Phase.awaiting_score, lease_owner=None, lease_until=None)
-            )
-        return RejudgeLater(30.0, str(exc))
+    with hold_scoring(cell_id, owner):
+        try:
+            with session_scope() as session:
+                verdict, details, run = score_answer(session, cell_id)
+                # The fence: only the claim that still holds the cell writes its result. A scorer that
+                # lost its lease (stalled past it while another scorer claimed the cell) writes nothing,
+                # and its judgements are rolled back with the rest of this transaction.
+                done = session.execute(
+                    update(Cell).where(_still_ours(cell_id, owner)).values(**done_values(verdict))
+                ).rowcount
+                if not done:
+                    session.rollback()
+                    return Scored(_current_state(session, cell_id))
+                session.add(result_row(cell_id, cell.sweep_id, run, verdict, details))
+                return Scored(verdict.state.value)
+        except JudgeUnavailable as exc:
+            with session_scope() as session:
+                session.execute(
+                    update(Cell)
+                    .where(_still_ours(cell_id, owner))
+                    .values(phase=Phase.awaiting_score, lease_owner=None, lease_until=None)
+                )
+            return RejudgeLater(30.0, str(exc))
+
+
+def _current_state(session: Session, cell_id: int) -> str | None:
+    return session.exec(select(Cell.state).where(Cell.id == cell_id)).one()
 
 
 def evidence_for(
