@@ -20,6 +20,8 @@ from afpbench.workers.sweeps.inputs import SweepInputs, inputs_for, validity_for
 # Outcomes of an attempt row that has no provider answer recorded (not OutcomeClass values).
 ATTEMPT_STARTED = "started"  # claimed, the call under way (or its worker died: see below)
 ATTEMPT_INTERRUPTED = "interrupted"  # its worker was lost mid-try; a later claim took the cell over
+# The provider answered but the attempt's row could not be written (execution.py); counts as an attempt.
+ATTEMPT_STORAGE_ERROR = "storage_error"
 
 
 @dataclass(frozen=True)

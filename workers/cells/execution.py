@@ -154,7 +154,7 @@ def _record(
         "simulated": model.simulated,
     }
     # Under the fence below the cell's attempt count is our claim's number, so decide before writing.
-    verdict: Verdict = policy.decide(result.outcome, claimed.number, result.retry_after_s)
+    verdict: Verdict = policy.decide(result.outcome, claimed.number, result.retry_after_s, result.should_retry)
     cell_values: dict = {"lease_owner": None, "lease_until": None, "updated_at": now}
     decision: ExecutionDecision
     rows: list = []
