@@ -26,6 +26,7 @@ from afpbench.workers.cells.claim import (
     SWEEP,
     CellRow,
     Claimed,
+    Exhausted,
     claim,
     load_cell,
 )
@@ -113,10 +114,12 @@ def execute_cell(
     with transaction() as conn:
         # The lease must outlive the broker's visibility timeout (AFP_LEASE_EXPIRY_S), or a message
         # redelivered from a slow but live worker would steal the cell.
-        claimed = claim(conn, cell_id, worker, settings.lease_expiry_s)
-    if claimed is None:
+        claimed = claim(conn, cell_id, worker, settings.lease_expiry_s, policy.max_attempts)
+    if not isinstance(claimed, Claimed):
         limiter.release(pool, grant.lease)
         limiter.refund(pool, model.limits, estimate)
+        if isinstance(claimed, Exhausted):  # due again with its budget spent: now done, INFRA_ERROR
+            return Finished(ResultState.INFRA_ERROR.value, claimed.reason, cell.sweep_id)
         return RetryLater(5.0, "claimed by another worker")
     try:
         result, rounds, tool_records, tokens = converse(model, inputs, cell)
