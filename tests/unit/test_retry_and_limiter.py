@@ -28,8 +28,8 @@ def test_auth_and_unknown_model_stop_the_model(outcome):
     assert (v.kind, v.state) == ("stop_model", ResultState.INFRA_ERROR.value)
 
 
-def test_rate_limited_honours_retry_after_then_gives_up_after_its_budget():
-    policy = RetryPolicy(max_rate_limited_attempts=3)
+def test_rate_limited_honours_retry_after_then_gives_up_after_the_one_budget():
+    policy = RetryPolicy(max_attempts=3)
     v = policy.decide(OutcomeClass.rate_limited, 1, 7.0)
     assert v.kind == "retry" and 7.0 <= v.delay_s <= 7.5
     assert policy.decide(OutcomeClass.overloaded, 3, None).state == ResultState.INFRA_ERROR.value

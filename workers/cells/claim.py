@@ -4,6 +4,11 @@ Per cell that is a read (`load_cell`), a claim (`claim`) and a record transactio
 few hundred microseconds on a Core connection. The attempt row is written with the claim, in the same
 transaction, so a try whose worker is killed mid-call stays on record (outcome "started", then
 "interrupted" once the next claim takes over) instead of leaving only a bumped counter.
+
+The claim is also where the attempt budget (AFP_MAX_ATTEMPTS) is enforced: it never starts attempt
+max_attempts + 1. A cell that is due again with its budget spent (its last try was lost with its worker,
+or its record could not be written) ends INFRA_ERROR instead, saying so. Task retries, reconciler
+resends and duplicate messages all go through this claim, so none of them can exceed the budget.
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Connection, bindparam, insert, or_, select, update
 
+from afpbench.scoring.states import ResultState
+from afpbench.workers.settings import get_settings
 from afpbench.workers.store.db import transaction
 from afpbench.workers.store.models import Attempt, Cell, Phase, Result, Sweep, cell_key, utcnow
 from afpbench.workers.sweeps.inputs import SweepInputs, inputs_for, validity_for
@@ -21,6 +28,8 @@ from afpbench.workers.sweeps.inputs import SweepInputs, inputs_for, validity_for
 ATTEMPT_STARTED = "started"  # claimed, the call under way (or its worker died: see below)
 ATTEMPT_INTERRUPTED = "interrupted"  # its worker was lost mid-try; a later claim took the cell over
 ATTEMPT_NOT_SENT = "not_sent"  # claimed, but no request was made (its error says why)
+# The provider answered but the attempt's row could not be written (execution.py); counts as an attempt.
+ATTEMPT_STORAGE_ERROR = "storage_error"
 
 
 @dataclass(frozen=True)
@@ -29,19 +38,24 @@ class Claimed:
     number: int  # the cell's attempt count after this claim: the fence checked when recording
 
 
+@dataclass(frozen=True)
+class Exhausted:
+    """The cell was due for another try but its attempt budget is spent: it is now done, INFRA_ERROR."""
+
+    reason: str
+
+
 CELL, ATTEMPT, RESULT, SWEEP = Cell.__table__, Attempt.__table__, Result.__table__, Sweep.__table__
 
 # The hot path's statements are built once (compiled once, cache key memoised) and run on a Core
 # connection: per cell that is a read, a claim and a record transaction, a few hundred microseconds each.
+CLAIMABLE = or_(  # not started, waiting for a retry, or held under a lease that has run out
+    CELL.c.phase.in_([Phase.pending.value, Phase.queued.value]),
+    (CELL.c.phase == Phase.executing.value) & (CELL.c.lease_until < bindparam("b_now")),
+)
 CLAIM = (
     update(CELL)
-    .where(
-        CELL.c.id == bindparam("b_cell"),
-        or_(
-            CELL.c.phase.in_([Phase.pending.value, Phase.queued.value]),
-            (CELL.c.phase == Phase.executing.value) & (CELL.c.lease_until < bindparam("b_now")),
-        ),
-    )
+    .where(CELL.c.id == bindparam("b_cell"), CLAIMABLE, CELL.c.attempts < bindparam("b_max"))
     .values(
         phase=Phase.executing.value,
         lease_owner=bindparam("b_worker"),
@@ -50,6 +64,18 @@ CLAIM = (
         updated_at=bindparam("b_now"),
     )
     .returning(CELL.c.attempts)
+)
+EXHAUST = (
+    update(CELL)
+    .where(CELL.c.id == bindparam("b_cell"), CLAIMABLE, CELL.c.attempts >= bindparam("b_max"))
+    .values(phase=Phase.done.value, state=ResultState.INFRA_ERROR.value, state_reason=bindparam("b_reason"),
+            lease_owner=None, lease_until=None, updated_at=bindparam("b_now"))
+)
+LAST_ATTEMPT = (
+    select(ATTEMPT.c.id, ATTEMPT.c.number, ATTEMPT.c.outcome, ATTEMPT.c.error)
+    .where(ATTEMPT.c.cell_id == bindparam("b_cell"))
+    .order_by(ATTEMPT.c.number.desc(), ATTEMPT.c.id.desc())
+    .limit(1)
 )
 INTERRUPT = (
     update(ATTEMPT)
@@ -97,16 +123,21 @@ class CellRow:
         return cell_key(self)
 
 
-def claim(conn: Connection, cell_id: int, worker: str, lease_s: float) -> Claimed | None:
+def claim(
+    conn: Connection, cell_id: int, worker: str, lease_s: float, max_attempts: int | None = None
+) -> Claimed | Exhausted | None:
     """Atomically move a cell into `executing` under our lease, with its attempt row; None if someone
-    else holds it."""
+    else holds it; Exhausted (and the cell finished) if it is due but `max_attempts` (default:
+    AFP_MAX_ATTEMPTS) are spent."""
+    if max_attempts is None:
+        max_attempts = get_settings().max_attempts
     now = utcnow()
     number = conn.execute(
-        CLAIM, {"b_cell": cell_id, "b_now": now, "b_worker": worker,
+        CLAIM, {"b_cell": cell_id, "b_now": now, "b_worker": worker, "b_max": max_attempts,
                  "b_lease_until": now + timedelta(seconds=lease_s)}
     ).scalar_one_or_none()
     if number is None:
-        return None
+        return _exhaust(conn, cell_id, max_attempts, now)
     if number > 1:
         conn.execute(INTERRUPT, {
             "b_cell": cell_id, "b_now": now,
@@ -117,6 +148,32 @@ def claim(conn: Connection, cell_id: int, worker: str, lease_s: float) -> Claime
         "tool_calls": [], "reasoning_params": {}, "rounds": [], "simulated": False,
     }).scalar_one()
     return Claimed(attempt_id, number)
+
+
+def _exhaust(conn: Connection, cell_id: int, max_attempts: int, now: datetime) -> Exhausted | None:
+    """End a cell that is due again with its budget spent: INFRA_ERROR, naming the budget and how the
+    last attempt ended; None when the cell is simply held by someone else (or already done)."""
+    last = conn.execute(LAST_ATTEMPT, {"b_cell": cell_id}).first()
+    if last is None or last.outcome == ATTEMPT_STARTED:
+        how = "was lost with its worker" if last is not None else "never started"
+    else:
+        how = f"ended {last.outcome}" + (f": {last.error}" if last.error else "")
+    number = last.number if last is not None else max_attempts
+    reason = f"attempt budget spent after {number} attempts (AFP_MAX_ATTEMPTS={max_attempts}): the last {how}"
+    moved = conn.execute(EXHAUST, {"b_cell": cell_id, "b_now": now, "b_max": max_attempts, "b_reason": reason})
+    if not moved.rowcount:
+        return None
+    conn.execute(INTERRUPT, {
+        "b_cell": cell_id, "b_now": now,
+        "b_error": "worker lost before the attempt finished; no attempt took over: the attempt budget is spent",
+    })
+    sweep_id = conn.execute(select(CELL.c.sweep_id).where(CELL.c.id == cell_id)).scalar_one()
+    conn.execute(insert(RESULT), [Result(
+        cell_id=cell_id, sweep_id=sweep_id, scoring_run=0, state=ResultState.INFRA_ERROR.value, rationale=reason,
+        details={"attempt_id": last.id if last is not None else None, "decided_at": "claim"},
+        scorer_version="execution",
+    ).model_dump(exclude={"id"})])
+    return Exhausted(reason)
 
 
 def load_cell(cell_id: int) -> tuple[CellRow, SweepInputs, dict] | None:

@@ -31,6 +31,7 @@ from afpbench.workers.providers.endpoints import endpoint_for
 from afpbench.workers.providers.registry import adapter_for
 from afpbench.workers.providers.types import AdapterResult, ChatRequest, OutcomeClass, failure_result
 from afpbench.workers.settings import get_settings
+from afpbench.workers.store.lossless import body_record
 from afpbench.workers.store.models import Cell
 from afpbench.workers.sweeps.inputs import SweepInputs
 from afpbench.workers.sweeps.spec import ModelSpec
@@ -76,7 +77,7 @@ def _round_record(result: AdapterResult, sent: bool = True) -> dict:
         "http_status": result.http_status,
         "outcome": result.outcome.value,
         "headers": result.headers,
-        "raw_body": result.raw_body,
+        **body_record(result.raw_bytes, result.raw_body),  # the exact bytes too when the text is not them
         "latency_ms": round(result.latency_ms, 3),
         "error": result.error,
     }

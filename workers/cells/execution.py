@@ -10,14 +10,16 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from sqlalchemy import Connection, insert, select, update
+from sqlalchemy.exc import InterfaceError, OperationalError, StatementError
 
 from afpbench.scoring.evidence import decide_without_judges
 from afpbench.scoring.states import ResultState
 from afpbench.workers.cells.claim import (
     ATTEMPT_NOT_SENT,
+    ATTEMPT_STORAGE_ERROR,
     CELL,
     FILL_ATTEMPT,
     MOVE_CELL,
@@ -25,6 +27,7 @@ from afpbench.workers.cells.claim import (
     SWEEP,
     CellRow,
     Claimed,
+    Exhausted,
     claim,
     load_cell,
 )
@@ -38,8 +41,10 @@ from afpbench.workers.limits.base import pool_of
 from afpbench.workers.limits.shared import get_limiter
 from afpbench.workers.providers.endpoints import endpoint_for
 from afpbench.workers.providers.types import AdapterResult
+from afpbench.workers.redact import mask_secrets
 from afpbench.workers.settings import get_settings
 from afpbench.workers.store.db import get_engine, transaction
+from afpbench.workers.store.lossless import fit, storable, storable_text
 from afpbench.workers.store.models import Cell, Phase, Result, SweepStatus, as_utc, utcnow
 from afpbench.workers.sweeps.inputs import SweepInputs
 from afpbench.workers.sweeps.spec import ModelSpec
@@ -109,10 +114,14 @@ def execute_cell(
     if not grant.granted:
         return RetryLater(grant.wait_s, f"limiter: {grant.reason}", prepaid=grant.prepaid)
     with transaction() as conn:
-        claimed = claim(conn, cell_id, worker, settings.lease_expiry_s)
-    if claimed is None:
+        # The lease must outlive the broker's visibility timeout (AFP_LEASE_EXPIRY_S), or a message
+        # redelivered from a slow but live worker would steal the cell.
+        claimed = claim(conn, cell_id, worker, settings.lease_expiry_s, policy.max_attempts)
+    if not isinstance(claimed, Claimed):
         limiter.release(pool, grant.lease)
         limiter.refund(pool, model.limits, estimate)
+        if isinstance(claimed, Exhausted):  # due again with its budget spent: now done, INFRA_ERROR
+            return Finished(ResultState.INFRA_ERROR.value, claimed.reason, cell.sweep_id)
         return RetryLater(5.0, "claimed by another worker")
     # The claim's lease (AFP_LEASE_EXPIRY_S, longer than the broker's visibility timeout) is renewed
     # while the try runs (lease.py): a duplicate of this message, or the broker's redelivery of it,
@@ -157,35 +166,66 @@ def _record(
     A sweep without judges is scored here, in the same transaction (deterministic scoring needs only
     the answer just received): one queue hop and two transactions fewer per cell. Sweeps with judges
     go on to the `score` queue, where judge calls have their own limits.
+
+    Whatever the provider sent is made storable first (workers/store/lossless.py). A write that still
+    fails on what it carries is recorded as a `storage_error` attempt, which the budget counts like
+    any other: writing the same values again would fail again, and re-running the cell without a
+    bound is how one poison answer kept a sweep from ever finishing.
     """
     now = utcnow()
-    attempt_values = {
+    attempt_values = storable({
         "finished_at": now,
         "outcome": result.outcome.value,
         "http_status": result.http_status,
         "error": result.error,
         "output_text": result.text,
-        "finish_reason": result.finish_reason,
+        "finish_reason": fit(result.finish_reason, 48),
         "tool_calls": tool_records,
         "input_tokens": tokens["input"] or None,
         "output_tokens": tokens["output"] or None,
         "cached_tokens": tokens["cached"] or None,
         "reasoning_tokens": tokens["reasoning"] or None,
         "latency_ms": round(tokens["latency_ms"], 3),
-        "served_model": result.served_model,
-        "provider_request_id": result.request_id,
+        "served_model": fit(result.served_model, 200),
+        "provider_request_id": fit(result.request_id, 200),
         "reasoning_params": result.reasoning_params,
         "rounds": rounds,
         "simulated": model.simulated,
-    }
+    })
     # Under the fence below the cell's attempt count is our claim's number, so decide before writing.
-    verdict: Verdict = policy.decide(result.outcome, claimed.number, result.retry_after_s)
+    verdict = policy.decide(result.outcome, claimed.number, result.retry_after_s, result.should_retry)
+    try:
+        return _commit(cell, claimed, inputs, validity, attempt_values, verdict, now)
+    except (OperationalError, InterfaceError):
+        raise  # the database is away, not the values: the task retries with backoff (workers/tasks.py)
+    except (StatementError, ValueError, TypeError) as exc:
+        error = _storage_failure(exc)
+        log.warning(json.dumps({"event": "storage_error", "cell": cell.id, "attempt": claimed.number,
+                                "error": error}))
+        fallback = {"finished_at": now, "outcome": ATTEMPT_STORAGE_ERROR, "http_status": result.http_status,
+                    "error": error, "latency_ms": attempt_values["latency_ms"], "simulated": model.simulated}
+        verdict = policy.decide(ATTEMPT_STORAGE_ERROR, claimed.number)
+        return _commit(cell, claimed, inputs, validity, fallback, verdict, now)
+
+
+def _storage_failure(exc: Exception) -> str:
+    """One line saying why the write failed: the driver's own message, never the statement's parameters
+    (SQLAlchemy's text of the error quotes them, and they hold the provider's response)."""
+    cause = getattr(exc, "orig", None) or exc
+    first = (str(cause).strip().splitlines() or [""])[0][:160]
+    return storable_text(mask_secrets(f"attempt not stored: {type(cause).__name__}: {first}"))
+
+
+def _commit(
+    cell: CellRow, claimed: Claimed, inputs: SweepInputs, validity: dict, attempt_values: dict, verdict: Verdict,
+    now: datetime,
+) -> ExecutionDecision:
     cell_values: dict = {"lease_owner": None, "lease_until": None, "updated_at": now}
     decision: ExecutionDecision
     rows: list = []
     if verdict.kind == "score" and not inputs.spec.judges:
-        evidence = evidence_for(inputs, validity, cell.fixture_id, claimed.attempt_id, result.text,
-                                   tool_records, result.outcome.value)
+        evidence = evidence_for(inputs, validity, cell.fixture_id, claimed.attempt_id, attempt_values["output_text"],
+                                attempt_values["tool_calls"], attempt_values["outcome"])
         scored = decide_without_judges(evidence)
         # Scoring run 1: under the fence no scorer has touched this cell, so no run exists yet.
         rows.append(result_row(cell.id, cell.sweep_id, 1, scored, evidence.details(scored, [])).model_dump(
@@ -199,7 +239,7 @@ def _record(
         cell_values.update(phase=Phase.queued, not_before=now + timedelta(seconds=verdict.delay_s))
         decision = RetryLater(verdict.delay_s, verdict.reason)
     else:
-        reason = _reason(verdict.reason, result)
+        reason = _reason(verdict.reason, attempt_values["error"])
         cell_values.update(phase=Phase.done, state=verdict.state, state_reason=reason)
         decision = Finished(verdict.state, reason, cell.sweep_id)
         rows.append(Result(
@@ -218,7 +258,7 @@ def _record(
                 # holder: moving it on from here could give the cell a second result.
                 current = conn.execute(select(CELL.c.attempts).where(CELL.c.id == cell.id)).scalar_one()
                 note = f"superseded by attempt {current}"
-                error = f"{result.error}; {note}" if result.error else note
+                error = f"{attempt_values['error']}; {note}" if attempt_values["error"] else note
                 conn.execute(FILL_ATTEMPT, {"b_attempt": claimed.attempt_id, "error": error})
                 return Finished(None, f"attempt {claimed.number} superseded")
             if rows:
@@ -232,8 +272,8 @@ def _record(
     return decision
 
 
-def _reason(reason: str, result: AdapterResult) -> str:
-    return f"{reason}: {result.error}" if result.error else reason
+def _reason(reason: str, error: str | None) -> str:
+    return f"{reason}: {error}" if error else reason
 
 
 def stop_model(conn: Connection, cell: CellRow, reason: str) -> int:

@@ -26,7 +26,7 @@ from afpbench.workers.providers.types import (
     failure_result,
     key_for_quiet,
 )
-from afpbench.workers.redact import mask_known, mask_secrets, scrub_headers
+from afpbench.workers.redact import mask_bytes, mask_known, mask_secrets, scrub_headers
 
 
 class Adapter(ABC):
@@ -61,6 +61,7 @@ class Adapter(ABC):
             result = self.parse(outcome.status, outcome.headers, outcome.body_text, secrets=secrets)
         return replace(
             result,
+            raw_bytes=None if outcome.fault is not None else mask_bytes(outcome.body, secrets, result.raw_body),
             request_sent=request_sent,
             latency_ms=latency_ms,
             reasoning_params=dict(prepared.reasoning_params),

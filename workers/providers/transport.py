@@ -20,6 +20,7 @@ import requests
 from requests.adapters import HTTPAdapter
 
 from afpbench.workers.providers.types import Endpoint, OutcomeClass, PreparedCall
+from afpbench.workers.redact import decode_body
 
 MAX_BODY_BYTES = 16 * 1024 * 1024
 _CHUNK = 8192
@@ -30,7 +31,8 @@ _local = threading.local()
 class HttpOutcome:
     status: int = 0
     headers: dict[str, str] = field(default_factory=dict)
-    body_text: str = ""
+    body: bytes = b""  # exactly as received: stored (masked) beside the decoded text
+    body_text: str = ""  # `body` decoded by its BOM / NUL layout (UTF-8 unless it says otherwise)
     fault: str | None = None  # set when no complete HTTP response was read
     fault_class: OutcomeClass = OutcomeClass.infra_error
 
@@ -210,8 +212,9 @@ def post_json(endpoint: Endpoint, prepared: PreparedCall) -> HttpOutcome:
             body, fault = _read_body(response, deadline, budget_s)
             if fault is not None:
                 return HttpOutcome(status=response.status_code, fault=fault)
-            # JSON is UTF-8 by definition (RFC 8259); never guess Latin-1 from a text/* header.
-            return HttpOutcome(response.status_code, dict(response.headers), body.decode("utf-8", "replace"))
+            # JSON is UTF-8 (RFC 8259), but error pages and proxies send UTF-16 too: decode by BOM and NUL
+            # layout, never by a text/* header's Latin-1 default, and hand the exact bytes up as well.
+            return HttpOutcome(response.status_code, dict(response.headers), body, decode_body(body))
     except requests.exceptions.ConnectTimeout:
         return HttpOutcome(fault=f"connect timeout after {endpoint.connect_timeout_s:g}s")
     except requests.exceptions.ReadTimeout:

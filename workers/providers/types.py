@@ -109,6 +109,8 @@ class AdapterResult:
     retry_after_s: float | None
     headers: dict[str, str]
     raw_body: str
+    # The body's exact bytes with secrets masked (redact.mask_bytes); None when no response was read.
+    raw_bytes: bytes | None = None
     request_sent: dict = field(default_factory=dict)
     latency_ms: float = 0.0
     error: str | None = None
