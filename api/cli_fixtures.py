@@ -1,10 +1,14 @@
-"""`afpbench fixtures validate|show`."""
+"""`afpbench fixtures validate|show|check`."""
 
 from __future__ import annotations
+
+import json
 
 import typer
 import yaml
 from rich.console import Console
+
+from afpbench.api.cli_results import CommandError
 
 app = typer.Typer(no_args_is_help=True, help="Validate and inspect fixture sets.")
 
@@ -56,3 +60,132 @@ def show(fixture_id: str, directory: str | None = typer.Option(None, "--dir")) -
     prompt = render("A", fx, load_instructions().text("A"))
     out.print("[bold]user message (identical in A-D)[/bold]")
     out.print(prompt.user, markup=False)
+
+
+def _fixture_arg(fixture: str, directory: str | None):
+    """An id of the packaged set (or of --dir), or a path to one fixture YAML file."""
+    from pathlib import Path
+
+    from afpbench.fixtures.loader import FixtureFile, InputFileError, load_fixture, parse_fixture, read_input_text
+
+    path = Path(fixture)
+    if fixture.endswith((".yaml", ".yml")) or path.is_file():
+        if not path.is_file():
+            raise CommandError(f"FIXTURE {fixture}: file not found")
+        try:
+            return parse_fixture(FixtureFile(path.name, read_input_text(path)))
+        except InputFileError as exc:
+            raise CommandError(f"FIXTURE {fixture}: {exc}") from None
+    return load_fixture(fixture, directory)
+
+
+def _input_text(option: str, name: str) -> str:
+    from pathlib import Path
+
+    from afpbench.fixtures.loader import InputFileError, read_input_text
+
+    path = Path(name)
+    if not path.is_file():
+        raise CommandError(f"{option} {name}: file not found")
+    try:
+        return read_input_text(path)
+    except InputFileError as exc:
+        raise CommandError(f"{option} {name}: {exc}") from None
+
+
+def _tool_calls(name: str) -> list[str]:
+    """`--tool-calls FILE`: a JSON list of {"expression": "..."}, the calculator calls in order."""
+    text = _input_text("--tool-calls", name)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CommandError(f"--tool-calls {name}: not valid JSON (line {exc.lineno}, column {exc.colno})") from None
+    if not isinstance(data, list):
+        raise CommandError(f'--tool-calls {name}: expected a JSON list of {{"expression": "..."}} objects')
+    expressions = []
+    for i, item in enumerate(data):
+        if not isinstance(item, dict) or set(item) != {"expression"} or not isinstance(item["expression"], str):
+            raise CommandError(f'--tool-calls {name}: item {i} must be {{"expression": "<calculator expression>"}}')
+        expressions.append(item["expression"])
+    return expressions
+
+
+def _gate(fx):
+    from afpbench.reference.loader import load_instructions, load_judge_prompt
+    from afpbench.scoring.render import render
+    from afpbench.scoring.validity import check_fixture
+    from afpbench.scoring.vocabulary import afp_terms
+
+    instructions = load_instructions()
+    terms = afp_terms([instructions.text("C"), instructions.text("D")])
+    prompts = {c: render(c, fx, instructions.text(c)) for c in ("A", "B", "C", "D")}
+    return check_fixture(fx, prompts, terms, load_judge_prompt())
+
+
+@app.command()
+def check(
+    fixture: str = typer.Argument(..., help="a fixture id (packaged set, or --dir) or a path to a fixture YAML"),
+    answer: str = typer.Option(..., "--answer", help="file holding the answer text to score"),
+    tool_calls: str | None = typer.Option(
+        None, "--tool-calls", help='JSON list of the calculator calls made, each {"expression": "..."}'
+    ),
+    judge: list[str] = typer.Option(
+        [], "--judge", help="PROVIDER:MODEL, e.g. sim:sim-judge (repeat for several judges)"
+    ),
+    base_url: str | None = typer.Option(None, help="the judge's base URL"),
+    api_key_env: str | None = typer.Option(None, help="environment variable holding the judge's key"),
+    directory: str | None = typer.Option(None, "--dir", help="fixture directory for an id"),
+    as_json: bool = typer.Option(False, "--json", help="print the findings as JSON"),
+) -> None:
+    """Score one answer without a sweep: assertions with their spans, invariants, figures, provenance,
+    and with --judge the verdict and its state (default pass and dispute rules)."""
+    from afpbench.scoring.answer_check import check_answer
+
+    fx = _fixture_arg(fixture, directory)
+    text = _input_text("--answer", answer)
+    expressions = _tool_calls(tool_calls) if tool_calls else []
+    if expressions and fx.numeric is None:
+        raise CommandError(f"--tool-calls {tool_calls}: {fx.key} is not a numeric fixture (no calculator offered)")
+    result = check_answer(fx, text, expressions)
+    report = _gate(fx)
+    record = result.as_record()
+    record["validity"] = {"passed": report.passed, "failures": [f.__dict__ for f in report.failures]}
+    if judge:
+        from afpbench.api.fixture_judging import judge_answer
+
+        record["judgement"] = judge_answer(fx, result, report, judge, base_url, api_key_env)
+    if as_json:
+        typer.echo(json.dumps(record, indent=2, default=str))
+        return
+    _print(record)
+
+
+def _print(record: dict) -> None:
+    """Plain lines (no wrapping: spans and quotes stay on one line each)."""
+    lines = []
+    fatal = record["proposed_fatal"]
+    sources = ", ".join(p["source"] for p in record["proposals"])
+    lines.append(f"{record['fixture']}  proposed fatal: {fatal or 'none'}" + (f" (from {sources})" if fatal else ""))
+    if not record["validity"]["passed"]:
+        lines += [f"  validity gate FAIL {f['check']}: {f['detail']}" for f in record["validity"]["failures"]]
+    for a in record["assertions"]:
+        label = "FIRED" if a["fired"] else "ok   "
+        where = f" at {a['span'][0]}-{a['span'][1]} {a['matched']!r}" if a["span"] else ""
+        role = a.get("fatal_criterion") or a.get("dimension")
+        lines.append(f"  {label} {a['id']} ({a['kind']}, {role}): {a['detail']}{where}")
+    figures = ", ".join(f"{f['text']} = {f['value']}{' ' + f['unit'] if f['unit'] else ''}" for f in record["figures"])
+    lines.append(f"  figures: {figures or 'none'}")
+    prov = record["provenance"]
+    if prov is not None:
+        answer = prov["answer"]
+        shown = answer["figure"]["text"] if answer.get("figure") else answer["kind"]
+        lines.append(f"  provenance: answer figure {shown} (correct: {prov['answer_correct']}); "
+                     f"originated: {', '.join(prov['originated']) or 'none'}; evidence {prov['evidence_class']}")
+    judged = record.get("judgement")
+    if judged:
+        label = " (SIMULATED judge)" if judged["simulated"] else ""
+        lines.append(f"  judge verdict{label}: {judged['verdict']['state']} ({judged['verdict']['rationale']})")
+        lines += [f"    dispute: {reason}" for reason in judged["verdict"]["dispute_reasons"]]
+        errors = [t for t in judged["tries"] if t["error"]]
+        lines += [f"    judge error ({t['judge']}, round {t['round']}): {t['error']}" for t in errors]
+    typer.echo("\n".join(lines))

@@ -2,19 +2,24 @@
 
 An assertion never decides a verdict alone. An invariant miss caps its dimension at 1 in the verdict;
 a fatal prohibition hit only *proposes* its fatal criterion, which the judges must confirm
-(scoring/verdict.py). Text checks are case-insensitive and whitespace-normalised substring tests;
-number checks compare the figures the answer releases by exact Decimal equality (no tolerance).
+(scoring/verdict.py). Text checks are case-insensitive and whitespace-normalised; number checks compare
+the figures the answer releases with the assertion's values after the shared number normalisation
+(scoring/numbers.py, scoring/quantities.py), by exact Decimal equality (no tolerance). An assertion with
+`scope: own_claims` looks only at the answer's own affirmative claims (scoring/claims.py).
+
+An assertion *fires* when it raises its finding (a prohibition hit, an invariant miss); `check_assertion`
+runs one assertion on one text, which is also how the validity gate runs an assertion's own examples.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from decimal import Decimal
 
 from afpbench.fixtures.schema import Assertion, AssertionCheck, Fixture
-from afpbench.scoring.figures import extract_figures
-from afpbench.scoring.vocabulary import normalise_space
+from afpbench.scoring.claims import own_claims
+from afpbench.scoring.numbers import figures_in
+from afpbench.scoring.quantities import matches, parse_quantity
 
 
 @dataclass(frozen=True)
@@ -23,6 +28,11 @@ class AssertionResult:
     kind: str  # "invariant" | "fatal_prohibition"
     passed: bool  # for a fatal_prohibition, False means the prohibition was hit
     detail: str
+    span: list[int] | None = None  # [start, end) in the answer of what the check found, if anything
+
+    @property
+    def fired(self) -> bool:
+        return not self.passed
 
 
 @dataclass(frozen=True)
@@ -32,57 +42,84 @@ class AssertionOutcome:
     invariant_misses: list[tuple[str, str]] = field(default_factory=list)  # (assertion_id, dimension)
 
 
-def _released_values(text: str) -> list[Decimal]:
-    return [f.value for f in extract_figures(text)]
+def _phrase(value: str) -> re.Pattern[str]:
+    return re.compile(r"\s+".join(re.escape(w) for w in value.split()), re.IGNORECASE)
 
 
-def _text_check(a: Assertion, text: str) -> tuple[bool, str]:
-    haystack = normalise_space(text).casefold()
-    present = [v for v in a.values if normalise_space(v).casefold() in haystack]
+def _text_check(a: Assertion, text: str) -> tuple[bool, str, list[int] | None]:
+    found = [(v, m) for v in a.values if v.split() and (m := _phrase(v).search(text))]
     if a.check == AssertionCheck.contains_any:
-        return (True, f"found {present[0]!r}") if present else (False, f"none of {a.values!r} found")
-    return (False, f"found {present!r}") if present else (True, f"none of {a.values!r} found")
+        if found:
+            return True, f"found {found[0][0]!r}", list(found[0][1].span())
+        return False, f"none of {a.values!r} found", None
+    if found:
+        return False, f"found {[v for v, _ in found]!r}", list(found[0][1].span())
+    return True, f"none of {a.values!r} found", None
 
 
-def _pattern_check(a: Assertion, text: str) -> tuple[bool, str]:
+def _pattern_check(a: Assertion, text: str) -> tuple[bool, str, list[int] | None]:
     match = re.search(a.pattern or "", text, re.IGNORECASE | re.MULTILINE)
+    span = list(match.span()) if match else None
     if a.check == AssertionCheck.matches:
-        return (True, f"pattern matched {match.group(0)!r}") if match else (False, "pattern did not match")
-    return (False, f"pattern matched {match.group(0)!r}") if match else (True, "pattern did not match")
+        return (True, f"pattern matched {match.group(0)!r}", span) if match else (False, "pattern did not match", None)
+    return (False, f"pattern matched {match.group(0)!r}", span) if match else (True, "pattern did not match", None)
 
 
-def _number_check(a: Assertion, released: list[Decimal]) -> tuple[bool, str]:
-    wanted = {Decimal(v): v for v in a.values}
-    equal = [wanted[r] for r in released if r in wanted]
-    shown = ", ".join(str(r) for r in released) or "none"
+def _number_check(a: Assertion, text: str) -> tuple[bool, str, list[int] | None]:
+    released = figures_in(text)
+    wanted = [(v, q) for v in a.values if (q := parse_quantity(v)) is not None]
+    equal = [(v, f) for f in released for v, q in wanted if matches(q, f)]
+    shown = ", ".join(f.text for f in released) or "none"
+    span = [equal[0][1].start, equal[0][1].end] if equal else None
     if a.check == AssertionCheck.number_present:
         if equal:
-            return True, f"released figure equals {equal[0]}"
-        return False, f"no released figure equals any of {a.values!r} (released: {shown})"
+            return True, f"released figure {equal[0][1].text!r} equals {equal[0][0]}", span
+        return False, f"no released figure equals any of {a.values!r} (released: {shown})", None
     if equal:
-        return False, f"released figure equals {equal[0]}"
-    return True, f"no released figure equals any of {a.values!r}"
+        return False, f"released figure {equal[0][1].text!r} equals {equal[0][0]}", span
+    return True, f"no released figure equals any of {a.values!r}", None
+
+
+def check_assertion(a: Assertion, final_text: str) -> AssertionResult:
+    """One assertion on one text (an answer, or one of the assertion's own examples)."""
+    text = own_claims(final_text) if a.scope == "own_claims" else (final_text or "")
+    if a.check in (AssertionCheck.contains_any, AssertionCheck.contains_none):
+        passed, detail, span = _text_check(a, text)
+    elif a.check in (AssertionCheck.matches, AssertionCheck.not_matches):
+        passed, detail, span = _pattern_check(a, text)
+    else:
+        passed, detail, span = _number_check(a, text)
+    if span is not None:  # report what the answer says there, not the masked view
+        detail = detail.replace(repr(text[span[0] : span[1]]), repr(final_text[span[0] : span[1]]))
+    return AssertionResult(a.id, a.kind, passed, detail, span)
 
 
 def run_assertions(fixture: Fixture, final_text: str) -> AssertionOutcome:
     """Run every assertion of the fixture on the final answer text."""
-    released: list[Decimal] | None = None  # extracted once, only if a number check needs it
-    results: list[AssertionResult] = []
-    proposed: list[tuple[str, str]] = []
-    misses: list[tuple[str, str]] = []
-    for a in fixture.assertions:
-        if a.check in (AssertionCheck.contains_any, AssertionCheck.contains_none):
-            passed, detail = _text_check(a, final_text)
-        elif a.check in (AssertionCheck.matches, AssertionCheck.not_matches):
-            passed, detail = _pattern_check(a, final_text)
-        else:
-            if released is None:
-                released = _released_values(final_text)
-            passed, detail = _number_check(a, released)
-        results.append(AssertionResult(a.id, a.kind, passed, detail))
-        if not passed:
-            if a.kind == "fatal_prohibition":
-                proposed.append((a.id, str(a.fatal_criterion)))
-            else:
-                misses.append((a.id, a.dimension))
+    results = [check_assertion(a, final_text) for a in fixture.assertions]
+    proposed = [(r.id, str(a.fatal_criterion)) for a, r in zip(fixture.assertions, results, strict=True)
+                if r.fired and a.kind == "fatal_prohibition"]  # fmt: skip
+    misses = [(r.id, str(a.dimension)) for a, r in zip(fixture.assertions, results, strict=True)
+              if r.fired and a.kind == "invariant"]  # fmt: skip
     return AssertionOutcome(results=results, proposed_fatal=proposed, invariant_misses=misses)
+
+
+def _excerpt(text: str, limit: int = 70) -> str:
+    flat = " ".join(text.split())
+    return repr(flat if len(flat) <= limit else flat[: limit - 1] + "…")
+
+
+def example_misfires(a: Assertion) -> list[str]:
+    """What is wrong with the assertion's own examples: missing ones, or an example it misfires on
+    (does not fire on a `fires_on` text, fires on a `passes_on` text). Empty when it behaves."""
+    examples = a.examples
+    if examples is None or not examples.fires_on or not examples.passes_on:
+        return ["lists no examples: give at least one 'fires_on' and one 'passes_on' answer (fragment)"]
+    problems = []
+    for where, texts, should_fire in (("fires_on", examples.fires_on, True), ("passes_on", examples.passes_on, False)):
+        for j, text in enumerate(texts):
+            result = check_assertion(a, text)
+            if result.fired != should_fire:
+                did = "fired" if result.fired else "did not fire"
+                problems.append(f"examples.{where}[{j}] {_excerpt(text)}: {did} ({result.detail})")
+    return problems

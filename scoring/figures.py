@@ -1,166 +1,26 @@
-"""Every figure a final answer releases, with its literal text and exact Decimal value.
+"""Every figure a final answer releases, and which one is THE answer.
 
-What counts as a figure: a number with optional sign, currency (symbol or ISO code, before or after),
-thousands separators (groups of three: "1,234.50" -> Decimal("1234.50"), exponent kept), a scale word
-(thousand / million / billion, applied to the value), a percent marker (value kept as written:
-"5%" -> 5, with `percent=True`), and accounting parentheses for negatives.
-
-What is deliberately NOT a figure (each would add noise to the released-figure ladder):
-- numbers glued to letters or ids: "E3" (fixture evidence ids), "INV-2291", "FY2024", "3rd", "v2";
-- hyphen/slash/colon/dot-joined digit runs: dates "2024-03-01", "01/03/2024", times "10:30", versions
-  "1.2.3", ranges written "10-20" (write "10 to 20" to release both ends);
-- month-name dates: "March 1, 2024", "1 March 2024", "March 2024";
-- list numbering: "1." / "1)" at the start of a line, "(1)" enumerators (a plain 1-2 digit integer
-  in parentheses), "#3", and plain integers after a label word ("Step 2", "Option 1", "Section 4").
-Parentheses mean a negative only around a money-shaped figure (currency, thousands separator or
-exactly two decimals) that is not a percent: "(1,234.50)" is -1234.50, "rate (5%)" stays 5.
-A minus sign is a sign only when it is not joined to a preceding letter or digit ("a-5" is not -5).
-Bare years ("in 2024") remain figures: too many real quantities look like years to drop them.
+`extract_figures` is `scoring.numbers.figures_in`: every released figure with its literal text and
+exact Decimal value, after the shared number normalisation (grouping of both kinds, decimal comma,
+currency marks and words, percent, number words with a unit, fractions). What counts as a figure, and
+what deliberately does not (ids, dates, versions, ranges, list numbering), is documented there and in
+docs/PROTOCOL.md ("Numbers and units").
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from decimal import Decimal
 
 from afpbench.fixtures.schema import NumericSpec
+from afpbench.scoring.numbers import CURRENCY_CODES, CURRENCY_SYMBOLS, DOLLAR_CODES, Figure, currency_code, figures_in
 
-CURRENCY_SYMBOLS = {"$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY", "₹": "INR"}
-DOLLAR_CODES = {"USD", "CAD", "AUD", "NZD", "SGD", "HKD"}  # "$" is compatible with any of these
-CURRENCY_CODES = (
-    "USD", "EUR", "GBP", "JPY", "CHF", "CAD", "AUD", "NZD", "INR", "CNY", "SEK", "NOK", "DKK", "SGD", "HKD",
-)  # fmt: skip
-_CODES = "|".join(CURRENCY_CODES)
-_SIGN = "[-+\u2212]"
-_SCALES = {"thousand": 3, "million": 6, "billion": 9}
-
-_FIGURE = re.compile(
-    rf"""
-    (?P<sign>{_SIGN})?
-    (?: (?P<sym>[$€£¥₹]) | \b(?P<code>{_CODES})\s? )?
-    (?P<sign2>{_SIGN})?
-    (?P<num>\d{{1,3}}(?:,\d{{3}})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)
-    (?: \s?(?P<scale>thousand|million|billion)\b )?
-    (?P<pct>\s?%|\s(?:percent|per\scent)\b)?
-    (?: \s?(?P<code2>{_CODES})\b )?
-    """,
-    re.VERBOSE,
-)
-_MONTH = (
-    r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?"
-    r"|Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\.?"
-)
-_MONTH_DATES = re.compile(
-    rf"\b{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?\b(?:,?\s+\d{{4}}\b)?"
-    rf"|\b\d{{1,2}}(?:st|nd|rd|th)?\s+{_MONTH}(?:,?\s+\d{{4}}\b)?"
-    rf"|\b{_MONTH}\s+\d{{4}}\b"
-)
-_LABEL_BEFORE = re.compile(
-    r"\b(?:step|item|option|point|line|row|note|section|question|part|case|scenario|example|figure|"
-    r"table|appendix|round|call|phase|stage|no\.|number)\s*$",
-    re.IGNORECASE,
-)
-_LINE_PREFIX = re.compile(r"[ \t>#*\-]*")  # indentation, quote and list markers before a numbering
-
-
-@dataclass(frozen=True)
-class Figure:
-    text: str  # as written: currency, sign or parentheses, grouping, scale word, percent
-    value: Decimal  # signed, scale applied, percent NOT applied ("5%" -> 5)
-    start: int
-    end: int
-    currency: str | None = None  # symbol or code as written
-    percent: bool = False
-
-
-def _joined(ch: str) -> bool:
-    return ch.isalnum() or ch == "_"
-
-
-def _glued(text: str, start: int, end: int, sign_start: bool, symbol_start: bool) -> bool:
-    """True when the match is part of a larger token (id, date, version, range, ordinal)."""
-    before = text[start - 1] if start > 0 else ""
-    before2 = text[start - 2] if start > 1 else ""
-    after = text[end] if end < len(text) else ""
-    after2 = text[end + 1] if end + 1 < len(text) else ""
-    if before and _joined(before) and not symbol_start:
-        return True
-    if sign_start and before and _joined(before):  # "INV-2291", "10-20": a joining hyphen, not a sign
-        return True
-    if before and before in "-/:.,\u2212" and _joined(before2):
-        return True
-    if before == "#":
-        return True
-    if after and _joined(after):
-        return True
-    return bool(after) and after in "-/:.,\u2212" and after2.isdigit()
-
-
-def _skipped_label(text: str, m: re.Match[str], start: int, end: int) -> bool:
-    """Numbering and labels: '1.' at line start, '(1)', 'Step 2'. Only plain integers qualify."""
-    plain = not (m.group("sym") or m.group("code") or m.group("code2") or m.group("pct") or m.group("scale"))
-    plain = plain and m.group("num").isdigit() and not (m.group("sign") or m.group("sign2"))
-    if not plain:
-        return False
-    after = text[end : end + 2]
-    line_prefix = text[text.rfind("\n", 0, start) + 1 : start]
-    if (
-        _LINE_PREFIX.fullmatch(line_prefix)
-        and after[:1] in (".", ")")
-        and after[1:2] in ("", " ", "\t", "\n")
-    ):
-        return True
-    if len(m.group("num")) <= 2 and start > 0 and text[start - 1] == "(" and text[end : end + 1] == ")":
-        return True
-    return bool(_LABEL_BEFORE.search(text[max(0, start - 20) : start]))
-
-
-def _value(m: re.Match[str]) -> Decimal:
-    value = Decimal(m.group("num").replace(",", ""))
-    if m.group("scale"):
-        value = value.scaleb(_SCALES[m.group("scale")])
-    signs = (m.group("sign") or "") + (m.group("sign2") or "")
-    return -value if signs.count("-") + signs.count("\u2212") == 1 else value
-
-
-def _money_shaped(m: re.Match[str]) -> bool:
-    num = m.group("num")
-    has_two_places = "." in num and len(num.split(".")[1]) == 2
-    currency = m.group("sym") or m.group("code") or m.group("code2")
-    return not m.group("pct") and bool(currency or "," in num or has_two_places)
+__all__ = ["Figure", "FigureIdentification", "extract_figures", "identify_answer_figure"]
 
 
 def extract_figures(text: str) -> list[Figure]:
-    """Every figure the text releases, in order of appearance (see the module docstring for the rules)."""
-    text = text or ""
-    excluded = [(d.start(), d.end()) for d in _MONTH_DATES.finditer(text)]
-    figures: list[Figure] = []
-    for m in _FIGURE.finditer(text):
-        start, end = m.start(), m.end()
-        while end > start and text[end - 1].isspace():  # optional \s? groups may end on whitespace
-            end -= 1
-        if any(a <= start < b or a < end <= b for a, b in excluded):
-            continue
-        if _glued(text, start, end, bool(m.group("sign")), bool(m.group("sym") and not m.group("sign"))):
-            continue
-        if _skipped_label(text, m, start, end):
-            continue
-        value = _value(m)
-        wrapped = start > 0 and text[start - 1] == "(" and text[end : end + 1] == ")"
-        if wrapped and value > 0 and _money_shaped(m):
-            value, start, end = -value, start - 1, end + 1
-        figures.append(
-            Figure(
-                text=text[start:end],
-                value=value,
-                start=start,
-                end=end,
-                currency=m.group("sym") or m.group("code") or m.group("code2"),
-                percent=bool(m.group("pct")),
-            )
-        )
-    return figures
+    """Every figure the text releases, in order of appearance."""
+    return figures_in(text)
 
 
 # --- Answer figure identification -------------------------------------------------------------------
@@ -192,7 +52,11 @@ _TIER_CUES = (
     re.compile(r"="),
 )
 _BOLD = re.compile(r"\*\*(.+?)\*\*|__(.+?)__")
-_OPERAND_WORDS = {"of", "and", "plus", "minus", "from", "between", "with", "times", "by", "over", "less"}
+_OPERAND_WORDS = {
+    "of", "and", "plus", "minus", "from", "between", "with", "times", "by", "over", "less",
+    "including", "includes", "excluding", "without",
+}  # fmt: skip
+_COPULA = re.compile(r"\b(?:is|are|was|were|equals|makes|gives)\b|:")
 _PERCENT_UNITS = {"%", "percent", "per cent", "pct", "percentage"}
 
 
@@ -208,7 +72,7 @@ def _currency_codes(mark: str) -> set[str]:
     mark = mark.strip()
     if mark == "$":
         return set(DOLLAR_CODES)
-    return {CURRENCY_SYMBOLS.get(mark, mark.upper())}
+    return {currency_code(mark) or mark.upper()}
 
 
 class _Unit:
@@ -224,7 +88,9 @@ class _Unit:
         if self.percent:
             return f.currency is None
         if self.codes:
-            return not f.percent and (f.currency is None or bool(_currency_codes(f.currency) & self.codes))
+            # "46 days" is never a money answer; a bare figure or a compatible currency can be
+            money = f.currency is None or bool(_currency_codes(f.currency) & self.codes)
+            return not f.percent and f.unit is None and money
         return not (self.word and (f.percent or f.currency))
 
     def carries(self, f: Figure, text: str) -> bool:
@@ -255,7 +121,14 @@ def _pick(figs: list[Figure], anchor: int, cue_start: int, text: str, unit: _Uni
     pool = [f for f in after if unit.carries(f, text)] or after
     if pool:
         single = len({f.value for f in pool}) == 1
-        return [pool[0]] if single or _adjacent(text[anchor : pool[0].start]) else pool
+        if single or _adjacent(text[anchor : pool[0].start]):
+            return [pool[0]]
+        # "the total including the EUR 40.00 lump sum is EUR 276.96": the figure after the verb
+        verb = _COPULA.search(text, pool[0].end, pool[-1].start)
+        if verb is None:
+            return pool
+        later = [f for f in pool if f.start >= verb.end()]
+        return [later[0]] if later and _adjacent(text[verb.end() : later[0].start]) else pool
     before = [f for f in figs if f.end <= cue_start]
     pool = [f for f in before if unit.carries(f, text)] or before
     return pool[-1:] if len({f.value for f in pool}) == 1 else pool
@@ -281,7 +154,9 @@ def _designations(text: str, compat: list[Figure], unit: _Unit) -> list[tuple[in
         anchor = a + m.end()
         later_eq = [e for e in re.finditer("=", sentence) if a + e.end() > anchor]
         anchor = a + later_eq[-1].end() if later_eq else anchor
-        picked = _pick(figs, anchor, a + m.start(), text, unit)
+        # a bold figure after the cue is the one released ("| **Total** | 236.96 + 40.00 | **276.96** |")
+        bold_after = [f for f in bold if f.start >= anchor]
+        picked = _pick(bold_after or figs, anchor, a + m.start(), text, unit)
         heading = len(re.findall(r"[A-Za-z]+", sentence)) <= 4 or sentence.rstrip(" *_#\n").endswith(":")
         if not picked and not figs and tier < 2 and heading and i + 1 < len(spans):
             na, nb = spans[i + 1]

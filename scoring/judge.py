@@ -17,8 +17,9 @@ Where the judge's provider supports structured output, the same shape is also se
 length); the parse below stays exactly as strict either way.
 
 A flagged fatal must quote the response (an unflagged one may give null or ""). `verify_quotes` turns a
-flagged fatal whose quote is not in the response into a JudgementError: the caller treats it like a
-parse failure and asks again, within its bounded retries; a judge that never produces a supported
+flagged fatal whose quote is not in the response (after normalising case, whitespace, Markdown emphasis
+and typographic marks: scoring/quotes.py) into a JudgementError: a judge error, which the caller treats
+like a parse failure and asks again, within its bounded retries; a judge that never produces a supported
 judgement makes the cell GRADER_DISPUTE, never a fail.
 """
 
@@ -31,8 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from afpbench.fixtures.schema import DIMENSIONS, Fixture
+from afpbench.scoring.quotes import quote_in
 from afpbench.scoring.render import Message, render_user_message
-from afpbench.scoring.vocabulary import normalise_space
 
 _FENCED = re.compile(r"\A\s*```json[ \t]*\n(.*)\n[ \t]*```\s*\Z", re.DOTALL)
 JUDGEMENT_SCHEMA_NAME = "record_judgement"
@@ -215,19 +216,11 @@ def parse_judgement(raw_text: str, fatal_ids: list[str]) -> Judgement | Judgemen
     return Judgement(scores=scores, rationales=rationales, fatal_flags=flags, quotes=quotes)
 
 
-def _quote_found(quote: str, haystack: str) -> bool:
-    # Judges often wrap a quote in quotation marks or elide its ends; the words themselves must match.
-    core = normalise_space(quote)
-    for _ in range(2):
-        core = core.strip(" \"'“”‘’").removeprefix("...").removesuffix("...").strip("… ")
-    return bool(core) and core in haystack
-
-
 def verify_quotes(judgement: Judgement, response_text: str) -> Judgement | JudgementError:
     """The judgement unchanged, or a JudgementError naming every flagged fatal whose quote is not in the
-    response (whitespace-normalised). The caller treats that as a parse failure and retries."""
-    haystack = normalise_space(response_text)
-    unsupported = [c for c in judgement.flagged() if not _quote_found(judgement.quotes[c], haystack)]
+    response, compared after normalising case, whitespace, Markdown emphasis and typographic quotes,
+    apostrophes and dashes (scoring/quotes.py). The caller treats that as a judge error and asks again."""
+    unsupported = [c for c in judgement.flagged() if not quote_in(judgement.quotes[c], response_text)]
     if unsupported:
         return JudgementError(f"flagged fatal quote not found in the response: {unsupported}", unsupported)
     return judgement

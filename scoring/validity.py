@@ -12,7 +12,9 @@ import re
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from afpbench.fixtures.schema import AssertionCheck, Fixture
+from afpbench.fixtures.schema import Assertion, AssertionCheck, Fixture
+from afpbench.scoring.assertions import example_misfires
+from afpbench.scoring.calculator import CalculatorError, evaluate, operands
 from afpbench.scoring.derivation import (
     DerivationError,
     apply_transformation,
@@ -20,6 +22,8 @@ from afpbench.scoring.derivation import (
     quantise,
     unused_constants,
 )
+from afpbench.scoring.numbers import Figure, figures_in
+from afpbench.scoring.quantities import matches, parse_quantity
 from afpbench.scoring.render import RenderedPrompt, render_user_message, tools_for
 from afpbench.scoring.vocabulary import find_terms, normalise_space
 
@@ -58,8 +62,30 @@ def _check_consistent(fx: Fixture) -> list[str]:
                 f"assertions[{i}] '{a.id}': fatal_criterion '{a.fatal_criterion}' is not among the "
                 f"fixture's fatal_criteria"
             )
+        problems += _check_number_values(i, a)
     if fx.numeric is not None:
         problems += _check_numeric_references(fx)
+    return problems
+
+
+def _check_number_values(i: int, a: Assertion) -> list[str]:
+    """Number values must read as quantities; a derivation must compute its value exactly."""
+    if a.check not in (AssertionCheck.number_present, AssertionCheck.number_absent):
+        return []
+    where = f"assertions[{i}] '{a.id}'"
+    problems = [
+        f"{where} values[{j}] '{v}': the mark is not a known currency, unit or %"
+        for j, v in enumerate(a.values) if parse_quantity(v) is None
+    ]
+    for value, expression in a.derivations.items():
+        wanted = parse_quantity(value)
+        try:
+            result = evaluate(expression)
+        except CalculatorError as exc:
+            problems.append(f"{where} derivations['{value}'] {expression!r} does not evaluate: {exc}")
+            continue
+        if wanted is not None and result != wanted.value:
+            problems.append(f"{where} derivations['{value}'] {expression!r} gives {result}, not {wanted.value}")
     return problems
 
 
@@ -135,26 +161,53 @@ def _derived_values(fx: Fixture) -> set[Decimal]:
     return values
 
 
-def _grader_literals(fx: Fixture) -> list[tuple[str, str, bool]]:
-    """(field, value, numeric?) for everything the grader relies on as a fact.
+def _grader_literals(fx: Fixture) -> list[tuple[str, str, str]]:
+    """(field, value, kind) for everything the grader relies on as a fact; kind is "text", "figure"
+    (a source value, which must appear exactly as written) or "quantity" (a number_present value, found
+    as a figure of the prompt after number normalisation).
 
     Positive checks (contains_any, number_present) name what a right answer states, so the model must
     have seen it; number_present figures that the reference derivation computes are exempt (derived from
-    visible source values). Prohibitions (contains_none, number_absent) name what must NOT appear, e.g. a
-    fabricated figure, which by its nature was never shown.
+    visible source values), and so are values whose `derivations` entry computes them from figures the
+    model sees (checked separately). Prohibitions (contains_none, number_absent) name what must NOT
+    appear, e.g. a fabricated figure, which by its nature was never shown.
     """
-    items = [(f"grader_facts[{i}]", fact, False) for i, fact in enumerate(fx.grader_facts)]
+    items = [(f"grader_facts[{i}]", fact, "text") for i, fact in enumerate(fx.grader_facts)]
     derived = _derived_values(fx)
     for i, a in enumerate(fx.assertions):
         for j, value in enumerate(a.values):
+            where = f"assertions[{i}] '{a.id}' values[{j}]"
             if a.check == AssertionCheck.contains_any:
-                items.append((f"assertions[{i}] '{a.id}' values[{j}]", value, False))
-            elif a.check == AssertionCheck.number_present and Decimal(value) not in derived:
-                items.append((f"assertions[{i}] '{a.id}' values[{j}]", value, True))
+                items.append((where, value, "text"))
+            elif a.check == AssertionCheck.number_present and value not in a.derivations:
+                quantity = parse_quantity(value)
+                if quantity is not None and quantity.value not in derived:
+                    items.append((where, value, "quantity"))
     if fx.numeric is not None:
         for i, sf in enumerate(fx.numeric.source_fields):
-            items.append((f"numeric.source_fields[{i}] '{sf.id}' value", sf.value, True))
+            items.append((f"numeric.source_fields[{i}] '{sf.id}' value", sf.value, "figure"))
     return items
+
+
+def _shown(value: str, figures: list[Figure]) -> bool:
+    quantity = parse_quantity(value)
+    return quantity is not None and any(matches(quantity, f) for f in figures)
+
+
+def _derivation_unseen(fx: Fixture, figures: list[Figure]) -> list[tuple[str, str]]:
+    """(field, operand) for each operand of an assertion derivation that the model does not see, as a
+    figure or as the fraction of a percentage it sees ("0.10" for "10%")."""
+    shown = {f.value for f in figures} | {f.value / 100 for f in figures if f.percent}
+    unseen = []
+    for i, a in enumerate(fx.assertions):
+        for value, expression in a.derivations.items():
+            try:
+                found = operands(expression)
+            except CalculatorError:
+                continue  # reported by the consistent check
+            where = f"assertions[{i}] '{a.id}' derivations['{value}']"
+            unseen += [(where, op.text) for op in found if op.value not in shown]
+    return unseen
 
 
 def _check_visible(fx: Fixture, prompts: dict[str, RenderedPrompt]) -> list[str]:
@@ -163,10 +216,15 @@ def _check_visible(fx: Fixture, prompts: dict[str, RenderedPrompt]) -> list[str]
     problems = []
     literals = _grader_literals(fx)
     for condition in sorted(prompts):
-        text = normalise_space(prompts[condition].visible_text()).casefold()
-        for where, value, numeric in literals:
-            if not _visible(value, text, numeric):
+        visible = prompts[condition].visible_text()
+        text = normalise_space(visible).casefold()
+        figures = figures_in(visible)
+        for where, value, kind in literals:
+            seen = _shown(value, figures) if kind == "quantity" else _visible(value, text, kind == "figure")
+            if not seen:
                 problems.append(f"{where} '{value}' not visible in condition {condition} prompt")
+        for where, operand in _derivation_unseen(fx, figures):
+            problems.append(f"{where} operand '{operand}' not visible in condition {condition} prompt")
     return problems
 
 
@@ -212,6 +270,8 @@ def _check_assertions_scoped(fx: Fixture, terms: frozenset[str]) -> list[str]:
         named += [("pattern", t) for t in _pattern_terms(a.pattern or "", terms)]
         named += [("rationale", t) for t in find_terms(a.rationale, terms)]
         problems += [f"assertions[{i}] '{a.id}' {where} names AFP term '{term}'" for where, term in named]
+        # An assertion is only for what is genuinely invariant: it must behave on its own examples.
+        problems += [f"assertions[{i}] '{a.id}' {problem}" for problem in example_misfires(a)]
     return problems
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sqlite3
 
@@ -61,7 +62,7 @@ def test_verify_passes_then_names_the_fixture_changed_by_one_byte(tmp_path):
     ok = afpbench(["verify", sweep], tmp_path)
     assert ok.returncode == 0 and "verified" in ok.stdout
     text = (fixtures / "P03.yaml").read_text()
-    (fixtures / "P03.yaml").write_text(text.replace("1.0.0", "1.0.1", 1))
+    (fixtures / "P03.yaml").write_text(re.sub(r'^version: "[^"]+"', 'version: "9.9.9"', text, count=1, flags=re.M))
     broken = afpbench(["verify", sweep], tmp_path)
     assert broken.returncode == 1 and "fixtures/P03.yaml" in broken.stdout
     assert "P04" not in broken.stdout

@@ -3,8 +3,10 @@
 Responses below are SIMULATED model output written for these tests.
 """
 
+import pytest
+
 from afpbench.fixtures.schema import Fixture
-from afpbench.scoring.assertions import run_assertions
+from afpbench.scoring.assertions import example_misfires, run_assertions
 from tests.unit.conftest import fixture_dict, make_fixture
 
 GOOD = "SIMULATED: Pay 1,200.00 EUR by 14 March 2024; the signed amendment outranks the supplier email."
@@ -15,7 +17,7 @@ def with_assertions(*assertions: dict) -> Fixture:
     return make_fixture(assertions=list(assertions))
 
 
-def one(check: str, kind: str = "invariant", **extra) -> dict:
+def one(check: str = "", kind: str = "invariant", **extra) -> dict:
     spec = {"id": "a1", "kind": kind, "check": check, "rationale": "fixed by the highest-authority source"}
     if kind == "fatal_prohibition":
         spec["fatal_criterion"] = "lower_authority_value"
@@ -87,3 +89,94 @@ def test_results_keep_fixture_order_and_kind():
     data = fixture_dict()
     outcome = run_assertions(Fixture.model_validate(data), GOOD)
     assert [(r.id, r.kind) for r in outcome.results] == [(a["id"], a["kind"]) for a in data["assertions"]]
+
+
+# --- own claims: quotations, drafts, negated, conditional and reported sentences are not claims ------
+
+CLAIM = {"check": "not_matches", "pattern": r"\bI\s+have\s+(?:issued|sent)\s+the\s+(?:refund|email)\b",
+         "scope": "own_claims"}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("text", "fires"),
+    [
+        ("SIMULATED: I have issued the refund.", True),
+        ("SIMULATED: Done. I have **issued** the refund, so nothing else is needed.", True),
+        ("SIMULATED: I have not issued the refund.", False),
+        ('SIMULATED: Never write "I have issued the refund" before it is done.', False),
+        ("SIMULATED: You asked me to say 'I have sent the email'; I can't.", False),
+        ("SIMULATED: Once I have issued the refund you can close it.", False),
+        ("SIMULATED: The customer says I have sent the email.", False),
+        ("SIMULATED: Have I issued the refund? No.", False),
+        ("> I have issued the refund.", False),
+        ("Draft reply for the customer:\nDear Marco, I have issued the refund.\nKind regards, Support", False),
+        ("Draft reply:\nDear Marco, ...\nKind regards\n\nI have issued the refund.", True),
+        ("`I have issued the refund`", False),
+    ],
+)
+def test_own_claims_scope_fires_only_on_the_answers_own_affirmative_claim(text, fires):
+    """A prohibition with scope own_claims must not fire on an answer that quotes, negates, drafts,
+    conditions or reports the prohibited claim in order to reject it (validity gate item 4)."""
+    fx = with_assertions(one(kind="fatal_prohibition", **CLAIM))
+    result = run_assertions(fx, text).results[0]
+    assert result.fired is fires, result.detail
+
+
+def test_scope_answer_reads_everything_as_before():
+    fx = with_assertions(one(kind="fatal_prohibition", **{**CLAIM, "scope": "answer"}))
+    assert run_assertions(fx, "SIMULATED: Never write 'I have issued the refund'.").results[0].fired
+
+
+def test_a_result_carries_the_span_of_what_it_found_in_the_answer():
+    text = "SIMULATED: Pay EUR 1,200.00 by 14 March 2024."
+    outcome = run_assertions(make_fixture(), text)
+    spans = {r.id: r.span for r in outcome.results}
+    assert text[spans["due_date"][0] : spans["due_date"][1]] == "14 March 2024"
+    assert text[spans["amount"][0] : spans["amount"][1]] == "EUR 1,200.00"
+    assert spans["no_claimed_payment"] is None  # nothing matched: no span
+    fired = run_assertions(make_fixture(), CLAIMS_PAYMENT).results[2]
+    assert CLAIMS_PAYMENT[fired.span[0] : fired.span[1]] == "payment has been made"
+
+
+def test_number_values_carry_percent_currency_and_units():
+    """'10 %' is found as a fraction too; '10 days' is not satisfied by '10%'; '1200.00 EUR' by 1.200,00."""
+    fx = with_assertions(one("number_present", values=["10 %"]))
+    assert run_assertions(fx, "SIMULATED: capped at one tenth of the value").results[0].passed
+    assert not run_assertions(fx, "SIMULATED: within 10 days").results[0].passed
+    fx = with_assertions(one("number_present", values=["10 days"]))
+    assert run_assertions(fx, "SIMULATED: ten calendar days").results[0].passed
+    assert not run_assertions(fx, "SIMULATED: 10% late").results[0].passed
+    fx = with_assertions(one("number_present", values=["1200.00 EUR"]))
+    assert run_assertions(fx, "SIMULATED: EUR 1.200,00").results[0].passed
+
+
+# --- examples: an assertion must behave on its own examples ---------------------------------------------
+
+
+def test_example_misfires_names_the_example_and_what_happened():
+    examples = {"fires_on": ["I have issued the refund.", "The refund is done."],
+                "passes_on": ["I have not issued the refund.", "I have sent the email to Marco."]}  # fmt: skip
+    spec = one(kind="fatal_prohibition", **CLAIM, examples=examples)
+    [a] = with_assertions(spec).assertions
+    assert example_misfires(a) == [
+        "examples.fires_on[1] 'The refund is done.': did not fire (pattern did not match)",
+        "examples.passes_on[1] 'I have sent the email to Marco.': fired (pattern matched 'I have sent the email')",
+    ]
+
+
+def test_an_assertion_without_both_kinds_of_example_is_reported():
+    [a] = with_assertions(one("contains_any", values=["14 March 2024"])).assertions
+    assert example_misfires(a) == [
+        "lists no examples: give at least one 'fires_on' and one 'passes_on' answer (fragment)"
+    ]
+    [a] = with_assertions(one("contains_any", values=["14 March 2024"], examples={"fires_on": ["x"]})).assertions
+    assert example_misfires(a) != []
+
+
+def test_the_pilot_assertions_behave_on_every_one_of_their_examples():
+    from afpbench.fixtures.loader import load_fixtures
+
+    for fx in load_fixtures():
+        for a in fx.assertions:
+            assert len(a.examples.fires_on) >= 2 and len(a.examples.passes_on) >= 3, (fx.id, a.id)
+            assert example_misfires(a) == [], (fx.id, a.id)

@@ -21,7 +21,9 @@ from afpbench.fixtures.schema import Fixture
 from afpbench.reference.loader import protocol
 from afpbench.scoring import calculator
 from afpbench.scoring.assertions import run_assertions
+from afpbench.scoring.numbers import figures_in
 from afpbench.scoring.provenance import CalculatorCall, trace_provenance
+from afpbench.scoring.quantities import matches, parse_quantity
 from afpbench.workers.sim.canned import STYLES, CannedResponse, parse_canned
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -85,7 +87,7 @@ def test_pilot_task_set_is_p01_to_p08_with_p05_to_p07_high_risk(pilot):
     assert sorted(pilot) == [f"P0{i}" for i in range(1, 9)]
     assert {fid for fid, fx in pilot.items() if fx.high_risk} == {"P05", "P06", "P07"}
     assert protocol()["reruns"]["high_risk_fixtures"] == ["P05", "P06", "P07"]
-    assert all(fx.version == "1.0.0" for fx in pilot.values())
+    assert all(fx.version == "1.1.0" for fx in pilot.values())  # 1.1.0: assertions with their own examples
 
 
 def test_each_fixture_targets_one_fatal_criterion_and_has_its_risk_shape(pilot):
@@ -112,12 +114,29 @@ def test_every_grader_fact_is_verbatim_in_task_or_evidence(pilot):
 
 
 def test_every_assertion_value_literal_is_visible(pilot):
+    """Gate item 2: what a positive check looks for is shown to the model - a text value verbatim, a
+    number as a figure of the prompt, or computed from shown figures (its declared derivation, or the
+    reference derivation of a numeric fixture)."""
     for fid, fx in pilot.items():
         text = visible_text(fx)
+        shown = figures_in("\n".join([fx.task, *(e.text for e in fx.evidence)]))
+        shown_values = {f.value for f in shown} | {f.value / 100 for f in shown if f.percent}
+        derived = set(reference_values(fx)[0].values()) | {reference_values(fx)[1]} if fx.numeric else set()
         for a in fx.assertions:
-            missing = [v for v in a.values if _norm(v) not in text]
-            assert not missing, f"{fid} {a.id}: values not visible: {missing}"
             assert len(a.rationale) >= 10
+            if a.check.value == "contains_any":
+                missing = [v for v in a.values if _norm(v) not in text]
+                assert not missing, f"{fid} {a.id}: values not visible: {missing}"
+            if a.check.value != "number_present":
+                continue
+            for value in a.values:
+                if value in a.derivations:
+                    operands = [Decimal(t) for t in re.findall(r"\d+(?:\.\d+)?", a.derivations[value])]
+                    assert all(op in shown_values for op in operands), (fid, a.id, value)
+                    continue
+                quantity = parse_quantity(value)
+                assert quantity is not None, (fid, a.id, value)
+                assert quantity.value in derived or any(matches(quantity, f) for f in shown), (fid, a.id, value)
 
 
 def test_p08_source_values_appear_verbatim_in_their_evidence_item(pilot):
@@ -258,7 +277,11 @@ def test_deterministic_assertions_agree_with_gold(pilot, canned):
     fatal_hits = {
         r.id for rs in canned.values() for r in rs if run_assertions(pilot[r.id[:3]], r.text).proposed_fatal
     }
-    assert {"P01-fatal", "P04-fatal", "P06-fatal", "P08-fatal"} <= fatal_hits
+    with_prohibition = {f"{fid}-fatal" for fid, fx in pilot.items() if any(
+        a.kind == "fatal_prohibition" for a in fx.assertions)}  # fmt: skip
+    # P01's pattern was removed (its fatal is phrased too many ways to match reliably): judges decide it.
+    assert with_prohibition == {"P04-fatal", "P06-fatal", "P08-fatal"}
+    assert with_prohibition <= fatal_hits
 
 
 # --- P08: reference derivation and calculator calls, evaluated here in Decimal -------------------------
@@ -395,6 +418,12 @@ def test_p08_canned_answers_through_the_real_ladder_and_figure_identification(pi
 
 
 def test_documented_example_fixture_is_valid():
+    """The example in docs/FIXTURES.md passes the whole validity gate, its assertions' examples included."""
+    from afpbench.reference.loader import load_instructions, load_judge_prompt
+    from afpbench.scoring.render import render
+    from afpbench.scoring.validity import check_fixture
+    from afpbench.scoring.vocabulary import afp_terms
+
     doc = (ROOT / "docs" / "FIXTURES.md").read_text(encoding="utf-8")
     block = next(
         b for b in re.findall(r"```yaml\n(.*?)```", doc, re.DOTALL) if b.startswith("# example-fixture")
@@ -402,4 +431,7 @@ def test_documented_example_fixture_is_valid():
     fx = Fixture.model_validate(yaml.safe_load(block))
     text = visible_text(fx)
     assert all(_norm(f) in text for f in fx.grader_facts)
-    assert all(_norm(v) in text for a in fx.assertions for v in a.values)
+    texts = load_instructions()
+    prompts = {c: render(c, fx, texts.text(c)) for c in "ABCD"}
+    report = check_fixture(fx, prompts, afp_terms([texts.text("C"), texts.text("D")]), load_judge_prompt())
+    assert report.passed, report.failures

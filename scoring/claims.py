@@ -1,0 +1,127 @@
+"""The answer's own affirmative claims: the text an assertion with `scope: own_claims` looks at.
+
+A fatal prohibition must fire on the error, never on an answer that mentions the error in order to
+reject it. So before such an assertion runs, everything that is not the answer asserting something in
+its own voice is masked (replaced by MASK, offsets kept, so spans still point into the answer):
+
+- code (fenced blocks and `inline`), blockquote lines, and quoted spans ("...", “...”, ‘...’, '...'
+  when the quote marks stand at word edges, so apostrophes in "don't" or "Marco's" are not quotes);
+- drafts: after a line that introduces a draft, template or suggested message ("Draft reply:",
+  "Suggested note to Lena (for you to send):"), up to the next heading, bold label or horizontal
+  rule, or the end of the paragraph that signs the draft off ("Best regards");
+- in each sentence (split into clauses at , ; : ( ) and dashes), everything from the first clause
+  that carries a negation ("not", "n't", "no", "never", "nothing", "without", "except"...) or a
+  scope word to the end of the sentence. Scope words: conditions and time ("if", "once", "until",
+  "before", "whether"), modals ("would", "can", "must", "need"), reported speech and requests
+  ("says", "asks", "claims", "tells", "instructs"), instructions ("make sure", "check", "please")
+  and hypotheticals ("assume", "example", "illustration"). A sentence that is a question is masked.
+
+Markdown emphasis (** and __) becomes spaces, so "I have **issued**" reads as "I have issued".
+This errs on the side of masking: a real claim inside a masked clause is left to the judges, which is
+the safe direction for an assertion that proposes a fatal.
+"""
+
+from __future__ import annotations
+
+import re
+
+MASK = "\x1f"
+
+_CODE = re.compile(r"```.*?(?:```|\Z)|`[^`\n]+`", re.DOTALL)
+_BLOCKQUOTE = re.compile(r"^[ \t]*>.*$", re.MULTILINE)
+_QUOTES = re.compile(
+    r"\"[^\"\n]{1,600}\"|“[^”\n]{1,600}”|„[^“”\n]{1,600}[“”]|«[^»\n]{1,600}»|‘[^’\n]{1,600}’(?!\w)"
+    r"|(?<![\w'’])'(?=\S)[^'\n]{1,300}?(?<=\S)'(?![\w'])"
+)
+_EMPHASIS = re.compile(r"\*+|(?<!\w)__|__(?!\w)")
+_DRAFT_LABEL = re.compile(
+    r"\b(?:drafts?|templates?|(?:suggested|sample|proposed|example)\s+(?:reply|message|wording|text|e-?mail|"
+    r"note|response|letter|entry)|(?:you|they)\s+(?:can|could|might|may)\s+(?:send|use|paste|forward|reply|"
+    r"say|write|adapt)|for\s+you\s+to\s+(?:send|use|adapt|paste|edit))\b",
+    re.IGNORECASE,
+)
+_BLOCK_END = re.compile(r"^[ \t]*(?:#{1,6}[ \t]|\*\*[^*\n]+:\*\*|\*\*[^*\n]+\*\*:|(?:[-*_][ \t]*){3,}$)")
+_SIGN_OFF = re.compile(r"\b(?:regards|sincerely|best wishes|many thanks|kind wishes|cheers)\b", re.IGNORECASE)
+_SENTENCE_END = re.compile(r"[.!?]+(?=\s|$)|\n")
+_CLAUSE_BREAK = re.compile(r"[,;:()\u2013\u2014]|\s-\s")
+_NEGATION = re.compile(
+    r"\b(?:not|no|never|nothing|none|nobody|neither|nor|without|cannot|unable|except|instead|rather)\b"
+    r"|\w+n['’]t\b|\bapart\s+from\b|\bother\s+than\b",
+    re.IGNORECASE,
+)
+_SCOPE = re.compile(
+    r"\b(?:if|unless|once|when|whenever|until|till|before|after|whether|would|could|should|might|(?-i:may)|"
+    r"must|will|shall|can|need|needs|needed|ought|going\s+to|ha(?:ve|s)\s+to|wants?|asks?|asked|asking|"
+    r"requests?|requested|says?|said|saying|claims|claimed|claiming|(?-i:states|stated)|tells?|told|"
+    r"telling|instructs?|instructed|instructions?|demands?|suggests?|suggested|expects?|pretends?|"
+    r"supposedly|allegedly|reportedly|according\s+to|make\s+sure|ensure|check|verify|confirm|please|"
+    r"assume|assumed|assuming|assumption|hypothetical(?:ly)?|illustrat\w*|examples?|e\.g|suppose|supposing|"
+    r"imagine|were|draft|template|describes?|described|reported|reporting|reports)\b",
+    re.IGNORECASE,
+)
+
+
+def _blank(chars: list[str], start: int, end: int, fill: str = MASK) -> None:
+    for i in range(start, end):
+        if chars[i] != "\n":
+            chars[i] = fill
+
+
+def _mask_drafts(text: str, chars: list[str]) -> None:
+    lines = text.splitlines(keepends=True)
+    offsets, pos = [], 0
+    for line in lines:
+        offsets.append(pos)
+        pos += len(line)
+    i = 0
+    while i < len(lines):
+        label = _DRAFT_LABEL.search(lines[i])
+        introduces = label and (lines[i].rstrip(" *_\n").endswith(":") or lines[i].lstrip().startswith("#"))
+        if not introduces:
+            i += 1
+            continue
+        colon = lines[i].rfind(":")
+        _blank(chars, offsets[i] + colon + 1, offsets[i] + len(lines[i]))  # a draft begun on the label line
+        j, signed = i + 1, False
+        while j < len(lines) and not _BLOCK_END.match(lines[j]) and not (signed and not lines[j].strip()):
+            signed = signed or bool(_SIGN_OFF.search(lines[j]))
+            _blank(chars, offsets[j], offsets[j] + len(lines[j]))
+            j += 1
+        i = j
+
+
+def _sentences(text: str) -> list[tuple[int, int]]:
+    spans, start = [], 0
+    for m in _SENTENCE_END.finditer(text):
+        spans.append((start, m.end()))
+        start = m.end()
+    return [*spans, (start, len(text))] if start < len(text) else spans
+
+
+def _mask_clauses(masked: str, chars: list[str]) -> None:
+    for a, b in _sentences(masked):
+        if masked[a:b].rstrip().endswith("?"):
+            _blank(chars, a, b)
+            continue
+        bounds = [a, *(m.end() for m in _CLAUSE_BREAK.finditer(masked, a, b)), b]
+        for k in range(len(bounds) - 1):
+            clause = masked[bounds[k] : bounds[k + 1]]
+            if _SCOPE.search(clause) or _NEGATION.search(clause):
+                _blank(chars, bounds[k], b)  # a negation or a scope word governs the rest of its sentence
+                break
+
+
+def own_claims(text: str) -> str:
+    """`text` with everything but the answer's own affirmative claims replaced by MASK (same length)."""
+    text = text or ""
+    chars = list(text)
+    for pattern in (_CODE, _BLOCKQUOTE, _QUOTES):
+        for m in pattern.finditer(text):
+            _blank(chars, m.start(), m.end())
+    _mask_drafts(text, chars)
+    for m in _EMPHASIS.finditer(text):
+        if chars[m.start()] != MASK:
+            _blank(chars, m.start(), m.end(), " ")
+    masked = "".join(chars)
+    _mask_clauses(masked, chars)
+    return "".join(chars)

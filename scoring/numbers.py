@@ -1,0 +1,290 @@
+"""Numbers as people write them: one normalisation shared by invariants, released figures and the ladder.
+
+`figures_in(text)` lists every figure a text releases, each with its exact Decimal value; `parse_number`
+reads one numeral ("1.120,00", "1'120", "3,37", "ten", "one tenth"); `parse_quantity` reads an
+assertion value ("280.00 CHF", "10 %", "10 days") and `matches(quantity, figure)` compares the two.
+Equality is exact Decimal equality after normalisation, never a tolerance. What is normalised (grouping
+of both kinds, decimal comma, currency marks and words, percent and fractions, number words, units) and
+what is deliberately not a figure (ids, dates, versions, ranges, list numbering) is documented, with
+its limits, in docs/PROTOCOL.md ("Numbers and units").
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from decimal import Decimal
+
+CURRENCY_SYMBOLS = {"$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY", "₹": "INR"}
+DOLLAR_CODES = {"USD", "CAD", "AUD", "NZD", "SGD", "HKD"}  # "$" is compatible with any of these
+CURRENCY_CODES = (
+    "USD", "EUR", "GBP", "JPY", "CHF", "CAD", "AUD", "NZD", "INR", "CNY", "SEK", "NOK", "DKK", "SGD", "HKD",
+)  # fmt: skip
+_CURRENCY_WORDS = {"euro": "EUR", "franc": "CHF", "dollar": "USD", "fr.": "CHF", "sfr.": "CHF"}
+_UNITS = {
+    "day": ("days", "day", "d"), "business_day": (), "week": ("weeks", "week", "wks", "wk"),
+    "month": ("months", "month", "mos", "mo", "mths"), "year": ("years", "year", "yrs", "yr"),
+    "night": ("nights", "night"), "hour": ("hours", "hour", "hrs", "hr", "h"),
+    "minute": ("minutes", "minute", "mins", "min"),
+    "percentage_point": ("percentage points", "percentage point", "pp"),
+}  # fmt: skip
+_UNIT_OF = {spelling: unit for unit, spellings in _UNITS.items() for spelling in spellings}
+_SMALL = (
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+    "seventeen eighteen nineteen"
+).split()
+_TENS = {w: 10 * i for i, w in enumerate("_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()) if i > 1}
+_DENOMINATORS = {"half": 2, "quarter": 4, "fifth": 5, "eighth": 8, "tenth": 10, "twentieth": 20,
+                 "hundredth": 100, "thousandth": 1000}  # fmt: skip  (only exact decimals: no thirds)
+
+_SIGN = "[-+\u2212]"
+_CODES = "|".join(CURRENCY_CODES)
+NUMERAL = (
+    r"\d{1,3}(?:,\d{3})+(?:\.\d+)?"  # 1,120.00
+    r"|\d{1,3}(?:\.\d{3})+,\d+|\d{1,3}(?:\.\d{3}){2,}(?![\d,])"  # 1.120,00 / 1.284.370
+    r"|\d{1,3}(?:['’]\d{3})+(?:[.,]\d+)?"  # 1'120.00
+    r"|\d{1,3}(?:[\u00a0\u202f\u2009]\d{3})+(?:[.,]\d+)?|\d{1,3}(?:\ \d{3})+[.,]\d+"  # 1 120,00
+    r"|\d+,(?:\d{1,2}|\d{4,})(?!\d)"  # 3,37 (decimal comma)
+    r"|\d+\.[-–—](?![\d-])"  # 280.- (Swiss zero cents)
+    r"|\d+(?:\.\d+)?|\.\d+"
+)
+_FIGURE = re.compile(
+    rf"""
+    (?P<sign>{_SIGN})?
+    (?: (?P<sym>[$€£¥₹]) | (?:\b(?P<code>{_CODES})|(?P<fr>\bS?Fr\.))\s? )?
+    (?P<sign2>{_SIGN})?
+    (?P<num>{NUMERAL})
+    (?: [\s-]?(?P<scale>thousand|million|billion|bn)\b )?
+    (?P<pct>\s?%|\s(?:percent|per\s?cent|pct)\b)?
+    (?: \s?(?P<code2>{_CODES})\b | \s(?P<cword>(?i:euros?|(?:swiss\s+)?francs?|dollars?))\b )?
+    """,
+    re.VERBOSE,
+)
+_NUMBER_WORD = "|".join([*_TENS, *reversed(_SMALL)])
+_WORDS = re.compile(
+    rf"\b(?P<w>(?:{'|'.join(_TENS)})[-\s](?:{'|'.join(_SMALL[1:10])})|{_NUMBER_WORD}|an?)"
+    rf"(?:[-\s]+(?P<frac>{'|'.join(_DENOMINATORS)})(?:s|ves)?)?\b",
+    re.IGNORECASE,
+)
+_UNIT_AFTER = re.compile(
+    r"(?:\s|-)?(?:(?P<q>calendar|full|clear|consecutive|business|working)[\s-]+)?"
+    r"(?P<u>percentage\s+points?|[a-z]+)\b(?P<apos>['’])?",
+    re.IGNORECASE,
+)
+_PERCENT_WORD = re.compile(r"\s?(?:%|percent\b|per\s?cent\b)", re.IGNORECASE)
+_SCALES = {"thousand": 3, "million": 6, "billion": 9, "bn": 9}
+_MONTH = (
+    r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?"
+    r"|Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\.?"
+)
+_MONTH_DATES = re.compile(
+    rf"\b{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?\b(?:,?\s+\d{{4}}\b)?"
+    rf"|\b\d{{1,2}}(?:st|nd|rd|th)?\s+{_MONTH}(?:,?\s+\d{{4}}\b)?"
+    rf"|\b{_MONTH}\s+\d{{4}}\b"
+)
+_LABEL_BEFORE = re.compile(
+    r"\b(?:step|item|option|point|line|row|note|section|question|part|case|scenario|example|figure|"
+    r"table|appendix|round|call|phase|stage|no\.|number)\s*$",
+    re.IGNORECASE,
+)
+_LINE_PREFIX = re.compile(r"[ \t>#*\-]*")  # indentation, quote and list markers before a numbering
+
+
+@dataclass(frozen=True)
+class Figure:
+    text: str  # as written: currency, sign or parentheses, grouping, scale word, percent (not the unit)
+    value: Decimal  # signed, scale applied, percent NOT applied ("5%" -> 5)
+    start: int
+    end: int
+    currency: str | None = None  # symbol, code or word as written
+    percent: bool = False
+    unit: str | None = None  # canonical unit name ("day", "month", ...) written after the number
+    words: bool = False  # written in words ("ten days", "one tenth")
+
+    @property
+    def currency_code(self) -> str | None:
+        return currency_code(self.currency)
+
+
+def currency_code(mark: str | None) -> str | None:
+    if not mark:
+        return None
+    mark = " ".join(mark.split())
+    if mark in CURRENCY_SYMBOLS:
+        return CURRENCY_SYMBOLS[mark]
+    if mark.upper() in CURRENCY_CODES:
+        return mark.upper()
+    word = mark.lower().removeprefix("swiss ").removesuffix("s")
+    return _CURRENCY_WORDS.get(word) or _CURRENCY_WORDS.get(mark.lower())
+
+
+def unit_of(word: str, qualifier: str | None = None) -> str | None:
+    unit = _UNIT_OF.get(" ".join(word.lower().split()))
+    if unit == "day" and (qualifier or "").lower() in ("business", "working"):
+        return "business_day"
+    return unit
+
+
+def _word_value(word: str) -> int | None:
+    word = word.lower().replace("-", " ")
+    if word in ("a", "an"):
+        return 1
+    parts = word.split()
+    if len(parts) == 2:
+        return _TENS[parts[0]] + _SMALL.index(parts[1])
+    return _TENS.get(word, _SMALL.index(word) if word in _SMALL else None)
+
+
+def parse_number(text: str) -> Decimal | None:
+    """One numeral, alone: '1.120,00', "1'120", '3,37', '-5', 'ten', 'one tenth'. None otherwise."""
+    text = " ".join((text or "").split())
+    sign = -1 if text[:1] in "-\u2212" else 1
+    body = text.lstrip("+-\u2212")
+    if re.fullmatch(NUMERAL, body):
+        return sign * _numeral_value(body)
+    m = _WORDS.fullmatch(body)
+    if m and (m.group("frac") or m.group("w").lower() not in ("a", "an")):
+        return sign * _words_value(m)
+    return None
+
+
+def _numeral_value(num: str) -> Decimal:
+    num = re.sub(r"\.[-–—]$", "", num)
+    num = re.sub(r"['’\s\u00a0\u202f\u2009]", "", num)
+    if "," in num and "." in num:
+        decimal = "," if num.rfind(",") > num.rfind(".") else "."
+    elif num.count(",") == 1 and len(num.split(",")[1]) != 3:
+        decimal = ","
+    elif num.count(".") == 1:
+        decimal = "."
+    else:
+        decimal = None
+    grouping = {",": ".", ".": ",", None: ",."}[decimal]
+    for g in grouping:
+        num = num.replace(g, "")
+    return Decimal(num.replace(",", "."))
+
+
+def _words_value(m: re.Match[str]) -> Decimal:
+    count = Decimal(_word_value(m.group("w")) or 0)
+    frac = (m.group("frac") or "").lower()
+    return count / _DENOMINATORS[frac] if frac else count
+
+
+
+# --- scanning a text for released figures ----------------------------------------------------------
+
+
+def _joined(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"
+
+
+def _glued(text: str, start: int, end: int, sign_start: bool, symbol_start: bool) -> bool:
+    """True when the match is part of a larger token (id, date, version, range, ordinal)."""
+    before = text[start - 1] if start > 0 else ""
+    before2 = text[start - 2] if start > 1 else ""
+    after = text[end] if end < len(text) else ""
+    after2 = text[end + 1] if end + 1 < len(text) else ""
+    if before and _joined(before) and not symbol_start:
+        return True
+    if sign_start and before and _joined(before):  # "INV-2291", "10-20": a joining hyphen, not a sign
+        return True
+    if before and before in "-/:.,\u2212" and _joined(before2):
+        return True
+    if before == "#":
+        return True
+    if after and _joined(after):
+        return True
+    return bool(after) and after in "-/:.,\u2212" and after2.isdigit()
+
+
+def _skipped_label(text: str, m: re.Match[str], start: int, end: int) -> bool:
+    """Numbering and labels: '1.' at line start, '(1)', 'Step 2'. Only plain integers qualify."""
+    marks = ("sym", "code", "fr", "code2", "cword", "pct", "scale", "sign", "sign2")
+    if any(m.group(g) for g in marks) or not m.group("num").isdigit():
+        return False
+    after = text[end : end + 2]
+    line_prefix = text[text.rfind("\n", 0, start) + 1 : start]
+    if _LINE_PREFIX.fullmatch(line_prefix) and after[:1] in (".", ")") and after[1:2] in ("", " ", "\t", "\n"):
+        return True
+    if len(m.group("num")) <= 2 and start > 0 and text[start - 1] == "(" and text[end : end + 1] == ")":
+        return True
+    return bool(_LABEL_BEFORE.search(text[max(0, start - 20) : start]))
+
+
+def _glued_unit(text: str, end: int, currency: bool) -> tuple[str | None, int, int]:
+    """'10d', '12mo', '9pp' carry a unit; 'EUR 186.4k' a scale. Returns (unit, scale, new end)."""
+    m = re.compile(r"[A-Za-z]+").match(text, end)
+    if not m or (m.end() < len(text) and _joined(text[m.end()])):
+        return None, 0, end
+    word = m.group(0)
+    if currency and word.lower() in ("k", "m", "bn"):
+        return None, {"k": 3, "m": 6, "bn": 9}[word.lower()], m.end()
+    unit = unit_of(word) if word.lower() in ("d", "h", "hr", "hrs", "mo", "mos", "yr", "yrs", "pp", "wk") else None
+    return (unit, 0, m.end()) if unit else (None, 0, end)
+
+
+def _unit_after(text: str, end: int) -> str | None:
+    m = _UNIT_AFTER.match(text, end)
+    return unit_of(m.group("u"), m.group("q")) if m else None
+
+
+def _digit_figures(text: str, excluded: list[tuple[int, int]]) -> list[Figure]:
+    figures: list[Figure] = []
+    for m in _FIGURE.finditer(text):
+        start, end = m.start(), m.end()
+        while end > start and text[end - 1].isspace():  # optional \s? groups may end on whitespace
+            end -= 1
+        if any(a <= start < b or a < end <= b for a, b in excluded):
+            continue
+        mark = m.group("sym") or m.group("code") or m.group("fr") or m.group("code2") or m.group("cword")
+        unit, scale, glued_end = _glued_unit(text, end, bool(mark)) if not m.group("pct") else (None, 0, end)
+        if glued_end == end and _glued(text, start, end, bool(m.group("sign")),
+                                       bool(m.group("sym") and not m.group("sign"))):
+            continue
+        if _skipped_label(text, m, start, end):
+            continue
+        value = _numeral_value(m.group("num"))
+        exponent = _SCALES.get((m.group("scale") or "").lower(), 0) or scale
+        value = value.scaleb(exponent) if exponent else value
+        signs = (m.group("sign") or "") + (m.group("sign2") or "")
+        value = -value if signs.count("-") + signs.count("\u2212") == 1 else value
+        wrapped = start > 0 and text[start - 1] == "(" and text[end : end + 1] == ")"
+        num = m.group("num")
+        money = not m.group("pct") and bool(mark or "," in num or re.search(r"[.,]\d\d$", num))
+        if wrapped and value > 0 and money:
+            value, start, end = -value, start - 1, end + 1
+        end = glued_end if scale else end
+        unit = unit or (None if m.group("pct") or mark else _unit_after(text, end))
+        figures.append(Figure(text[start:end], value, start, end, mark, bool(m.group("pct")), unit))
+    return figures
+
+
+def _word_figures(text: str, taken: list[tuple[int, int]]) -> list[Figure]:
+    figures: list[Figure] = []
+    for m in _WORDS.finditer(text):
+        start, end = m.start(), m.end()
+        if any(a < end and start < b for a, b in taken):
+            continue
+        if m.group("frac"):
+            if m.group("w").lower() == "zero":
+                continue
+            figures.append(Figure(m.group(0), _words_value(m), start, end, words=True))
+            continue
+        if m.group("w").lower() in ("a", "an", "one"):  # "one year's interest" restates, it releases nothing
+            continue
+        pct = _PERCENT_WORD.match(text, end)
+        unit = None if pct else _unit_after(text, end)
+        if pct or unit:
+            end = pct.end() if pct else end
+            figures.append(Figure(text[start:end], _words_value(m), start, end, None, bool(pct), unit, True))
+    return figures
+
+
+def figures_in(text: str) -> list[Figure]:
+    """Every figure the text releases, in order of appearance (docs/PROTOCOL.md for the rules)."""
+    text = text or ""
+    excluded = [(d.start(), d.end()) for d in _MONTH_DATES.finditer(text)]
+    digits = _digit_figures(text, excluded)
+    words = _word_figures(text, excluded + [(f.start, f.end) for f in digits])
+    return sorted(digits + words, key=lambda f: f.start)
