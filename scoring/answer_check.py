@@ -13,22 +13,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from afpbench.fixtures.schema import Fixture
+from afpbench.fixtures.schema import Fixture, NumericSpec
 from afpbench.scoring.assertions import AssertionOutcome, run_assertions
-from afpbench.scoring.calculator import CalculatorError, evaluate
+from afpbench.scoring.calculator import CalculatorError, evaluate, shown_result
 from afpbench.scoring.evidence import provenance_for
 from afpbench.scoring.numbers import figures_in
 
 PROVENANCE = "provenance"  # the source name of the ladder's proposal among the proposals
 
 
-def calculator_records(expressions: list[str]) -> list[dict[str, Any]]:
+def calculator_records(expressions: list[str], numeric: NumericSpec | None = None) -> list[dict[str, Any]]:
     """The attempt's tool-call records as the sweep's conversation writes them: the expression, and
-    the calculator's exact result or its error."""
+    the result as shown to the model (quantised under the fixture's policy) or the error."""
     records: list[dict[str, Any]] = []
     for expression in expressions:
         try:
-            records.append({"expression": expression, "result": str(evaluate(expression))})
+            records.append({"expression": expression, "result": shown_result(evaluate(expression), numeric)})
         except CalculatorError as exc:
             records.append({"expression": expression, "error": str(exc)})
     return records
@@ -88,6 +88,6 @@ def check_answer(fixture: Fixture, answer: str, expressions: list[str] | None = 
     """The deterministic layer on one answer; `expressions` are the calculator calls the model made."""
     if expressions and fixture.numeric is None:
         raise ValueError(f"{fixture.key} is not a numeric fixture: it offers no calculator, so no tool calls")
-    records = calculator_records(expressions or [])
+    records = calculator_records(expressions or [], fixture.numeric)
     provenance = provenance_for(fixture, records, answer) if fixture.numeric is not None else None
     return AnswerCheck(fixture, answer, run_assertions(fixture, answer), provenance, records)
