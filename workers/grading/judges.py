@@ -28,6 +28,7 @@ from afpbench.workers.limits.shared import get_limiter
 from afpbench.workers.providers.endpoints import endpoint_for
 from afpbench.workers.providers.registry import adapter_for
 from afpbench.workers.providers.types import AdapterResult, ChatRequest, OutcomeClass, ResponseSchema
+from afpbench.workers.store.lossless import storable_text
 from afpbench.workers.store.models import Cell
 from afpbench.workers.store.models import Judgement as JudgementRow
 from afpbench.workers.sweeps.inputs import SweepInputs
@@ -104,7 +105,9 @@ def judge_round(
         """Every try is kept: the raw text, and either the parsed judgement or why it is unusable."""
         return JudgementRow(
             cell_id=cell.id, scoring_run=scoring_run, judge_label=judge.display, judge_round=judge_round,
-            prompt_sha256=prompt_hash, raw_text=raw, parsed=parsed, parse_error=parse_error,
+            # A judge's text may hold bytes a database column cannot (NUL on PostgreSQL): stored readable.
+            prompt_sha256=prompt_hash, raw_text=None if raw is None else storable_text(raw), parsed=parsed,
+            parse_error=parse_error,
             simulated=judge.simulated,
         )
 

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from sqlalchemy import ColumnElement, func, or_, update
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from afpbench.scoring.evidence import Evidence, gather_evidence
+from afpbench.scoring.states import ResultState
 from afpbench.scoring.verdict import DisputeRule, PassRule, Verdict, decide
 from afpbench.workers.cells.lease import hold_scoring
 from afpbench.workers.errors import JudgeUnavailable
@@ -23,6 +24,7 @@ from afpbench.workers.providers.types import OutcomeClass
 from afpbench.workers.settings import get_settings
 from afpbench.workers.store.db import session_scope
 from afpbench.workers.store.models import Attempt, Cell, Phase, Result, Sweep, SweepStatus, utcnow
+from afpbench.workers.store.models import Judgement as JudgementRow
 from afpbench.workers.sweeps.inputs import SweepInputs, inputs_for, validity_for
 from afpbench.workers.sweeps.seal import afpbench_version
 from afpbench.workers.sweeps.spec import ModelSpec
@@ -106,13 +108,39 @@ def score_cell(cell_id: int, worker: str) -> Scored | RejudgeLater | NotScored:
                 session.add(result_row(cell_id, cell.sweep_id, run, verdict, details))
                 return Scored(verdict.state.value)
         except JudgeUnavailable as exc:
-            with session_scope() as session:
-                session.execute(
-                    update(Cell)
-                    .where(_still_ours(cell_id, owner))
-                    .values(phase=Phase.awaiting_score, lease_owner=None, lease_until=None)
-                )
-            return RejudgeLater(30.0, str(exc))
+            return _judge_unavailable(cell_id, cell.sweep_id, owner, str(exc))
+
+
+# Judgement rows that record a scoring try lost to an unreachable judge (the try's own rows roll back).
+JUDGE_UNAVAILABLE = "judge unavailable"
+
+
+def _judge_unavailable(cell_id: int, sweep_id: str, owner: str, reason: str) -> Scored | RejudgeLater:
+    """A scoring try that could not reach a judge: kept on record, and bounded by the one attempt
+    budget (AFP_MAX_ATTEMPTS) like every other retry path. Within it, the cell goes back to
+    awaiting_score and is judged again later; once it is spent, the cell ends INFRA_ERROR naming why
+    (not the model's output: the run exits 3)."""
+    budget = get_settings().max_attempts
+    with session_scope() as session:
+        run = next_scoring_run(session, cell_id)
+        session.add(JudgementRow(cell_id=cell_id, scoring_run=run, judge_label="-", judge_round=0,
+                                 prompt_sha256="-", parse_error=f"{JUDGE_UNAVAILABLE}: {reason}"[:2000]))
+        lost = session.exec(select(func.count()).select_from(JudgementRow).where(
+            JudgementRow.cell_id == cell_id, col(JudgementRow.parse_error).startswith(JUDGE_UNAVAILABLE))).one()
+        if lost < budget:
+            session.execute(update(Cell).where(_still_ours(cell_id, owner))
+                            .values(phase=Phase.awaiting_score, lease_owner=None, lease_until=None))
+            return RejudgeLater(30.0, reason)
+        why = f"{JUDGE_UNAVAILABLE} after {lost} scoring tries (AFP_MAX_ATTEMPTS={budget}): {reason}"[:2000]
+        done = session.execute(update(Cell).where(_still_ours(cell_id, owner)).values(
+            phase=Phase.done, state=ResultState.INFRA_ERROR.value, state_reason=why, lease_owner=None,
+            lease_until=None, updated_at=utcnow())).rowcount
+        if done:
+            session.add(Result(cell_id=cell_id, sweep_id=sweep_id, scoring_run=run,
+                               state=ResultState.INFRA_ERROR.value, rationale=why,
+                               details={"decided_at": "scoring", "judge_unavailable": lost},
+                               scorer_version=f"{SCORER_VERSION}/{afpbench_version()}"))
+        return Scored(ResultState.INFRA_ERROR.value)
 
 
 def _current_state(session: Session, cell_id: int) -> str | None:
