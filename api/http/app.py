@@ -19,6 +19,7 @@ from sqlalchemy.exc import DataError
 from afpbench.api.http import routes_adjudications, routes_cells, routes_ops, routes_sweeps
 from afpbench.api.http.deps import Authorized, configured_token
 from afpbench.api.http.runtime import Runtime
+from afpbench.api.viewer import routes as viewer
 from afpbench.reference.errors import AfpbenchError
 from afpbench.workers.settings import Settings, get_settings
 from afpbench.workers.sweeps.seal import afpbench_version
@@ -96,4 +97,5 @@ def create_app(settings: Settings | None = None, *, runtime: bool = True) -> Fas
 
     for module in (routes_ops, routes_sweeps, routes_cells, routes_adjudications):
         app.include_router(module.router)
+    app.include_router(viewer.router)  # the results viewer under /view: its own cookie sign-in
     return app
