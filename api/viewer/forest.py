@@ -18,7 +18,7 @@ def _x(d: float, left: float, width: float) -> float:
 
 def forest_plot(rows: Sequence[PairedComparison], multi_model: bool) -> str:
     """Differences range over [-1, 1]; the axis is fixed so plots of two sweeps read alike."""
-    label_w, plot_w, right_w, row_h, top = 190, 460, 250, 26, 30
+    label_w, plot_w, right_w, row_h, top = 190, 460, 320, 26, 30
     height = top + row_h * max(1, len(rows)) + 34
     width = label_w + plot_w + right_w
     body = [f'<title>paired differences in pass rate with 95% intervals ({len(rows)} comparisons)</title>']

@@ -26,9 +26,18 @@ from afpbench.workers.sweeps import runs
 
 router = APIRouter(route_class=ViewerRoute, dependencies=Viewer)
 CELL_ROWS = 500
+CONDITIONS = ("A", "B", "C", "D")
 REPORT_CSP = "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'"
 StateFilter = Literal["MODEL_PASS", "MODEL_FAIL", "PROVIDER_BLOCK", "INFRA_ERROR", "INVALID_TEST",
                       "GRADER_DISPUTE", "UNFINISHED"]
+
+
+def _one_of(field: str, value: str | None, allowed: tuple[str, ...]) -> str | None:
+    if not value:
+        return None
+    if value not in allowed:
+        raise PageError(422, f"{field}: {value!r} is not one of {', '.join(allowed)}")
+    return value
 
 
 def sweep_or_404(session: Session, sweep_id: str) -> Sweep:
@@ -158,13 +167,15 @@ def _progress_block(sweep_id: str) -> v.Safe:
 def sweep_page(
     request: Request, sweep_id: str, session: SessionDep,
     model: Annotated[str | None, Query(max_length=64)] = None,
-    condition: Annotated[Literal["A", "B", "C", "D"] | None, Query()] = None,
+    condition: Annotated[str | None, Query(max_length=8)] = None,
     fixture: Annotated[str | None, Query(max_length=80)] = None,
-    state: Annotated[StateFilter | None, Query()] = None,
+    state: Annotated[str | None, Query(max_length=32)] = None,
 ):
     sweep = sweep_or_404(session, sweep_id)
+    # An empty value is "any" (the filter form sends every select); anything else must be known.
+    flt = {"model": model or None, "condition": _one_of("condition", condition, CONDITIONS),
+           "fixture": fixture or None, "state": _one_of("state", state, StateFilter.__args__)}
     s = _summary(sweep_id)
-    flt = {"model": model or None, "condition": condition, "fixture": fixture or None, "state": state}
     head = [f"sweep {s.sweep_id}", f"status {s.status}", "INTERIM (not complete)" if s.interim or not s.complete
             else "final", f"cells {s.cells}", f"seal {s.seal_hash}"]
     plots = "".join(f"<figure>{svg}<figcaption>{v.e(cap)}</figcaption></figure>" for cap, svg in report._plots(s))
