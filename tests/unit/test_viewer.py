@@ -10,9 +10,14 @@ from __future__ import annotations
 import hashlib
 import hmac
 import html
+import os
 import re
+import signal
+import subprocess
+import sys
 
 import pytest
+import requests
 from fastapi.testclient import TestClient
 from sqlmodel import func, select
 
@@ -109,8 +114,8 @@ def test_the_cookie_is_an_httponly_strict_hmac_of_the_token_not_the_token(client
     assert "HttpOnly" in cookie and "samesite=strict" in cookie.lower() and "Path=/view" in cookie
     value = client.cookies[COOKIE]
     assert TOKEN not in value and value == hmac.new(TOKEN.encode(), SESSION_CONTEXT, hashlib.sha256).hexdigest()
-    assert client.get("/view/").status_code == 200
-    assert "vw1" in client.get("/view/").text
+    listing = client.get("/view/")
+    assert listing.status_code == 200 and "vw1" in listing.text and TOKEN not in listing.text
     forged = TestClient(client.app, cookies={COOKIE: TOKEN})
     assert forged.get("/view/", follow_redirects=False).status_code == 303, "the raw token is not a session"
 
@@ -232,3 +237,24 @@ def test_the_forest_plot_has_a_zero_line_and_one_row_per_comparison():
     svg = forest_plot(rows, multi_model=True)
     assert svg.count("<circle") == 2 and 'stroke="#000"' in svg and "+0%" in svg
     assert "&lt;m&gt;: C vs B" in svg and "<m>" not in svg and "-21.4% [-49.0%, +10.0%] p=0.375 n=14" in svg
+
+
+def test_afpbench_view_prints_the_sweep_url_and_serves_it_on_loopback(ids, sqlite_url, tmp_path):
+    """`afpbench view SWEEP`: listens on 127.0.0.1, prints the sweep page's URL, serves it; an unknown
+    sweep is one line naming it, exit 2, nothing served."""
+    env = {**os.environ, "AFP_DATABASE_URL": sqlite_url, "AFP_API_TOKEN": TOKEN, "PYTHONUNBUFFERED": "1"}
+    cmd = [sys.executable, "-m", "afpbench.api.cli", "view"]
+    bad = subprocess.run([*cmd, "nope"], env=env, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "no sweep with id 'nope'" in bad.stderr and len(bad.stderr.splitlines()) == 1
+    proc = subprocess.Popen([*cmd, "vw1"], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        line = proc.stdout.readline()
+        match = re.fullmatch(r"afpbench viewer: (http://127\.0\.0\.1:\d+/view/sweeps/vw1) \(sign in with "
+                             r"AFP_API_TOKEN\)\n", line)
+        assert match, line
+        answer = requests.get(match.group(1), timeout=30, allow_redirects=False)
+        assert answer.status_code == 303 and "/view/login" in answer.headers["location"]
+        assert TOKEN not in line
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(30)
