@@ -17,7 +17,7 @@ from contextlib import ExitStack
 import typer
 from rich.console import Console
 
-from afpbench.api import cli_db, cli_fixtures, cli_report, cli_results, cli_scoring, cli_serve
+from afpbench.api import cli_db, cli_fixtures, cli_report, cli_results, cli_scoring, cli_serve, cli_view
 from afpbench.api.display import progress_bar, summary_json, summary_table
 
 app = typer.Typer(
@@ -43,6 +43,7 @@ cli_results.register(app)
 cli_scoring.register(app)
 cli_report.register(app)
 cli_serve.register(app)
+cli_view.register(app)
 cli_db.register(app)
 console = Console(stderr=True)
 

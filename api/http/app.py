@@ -24,6 +24,7 @@ from afpbench.api.http import routes_adjudications, routes_cells, routes_ops, ro
 from afpbench.api.http.deps import Authorized, configured_token
 from afpbench.api.http.door import Door, door_responses
 from afpbench.api.http.runtime import Runtime
+from afpbench.api.viewer import routes as viewer
 from afpbench.reference.errors import AfpbenchError
 from afpbench.workers.settings import Settings, get_settings
 from afpbench.workers.sweeps.seal import afpbench_version
@@ -123,6 +124,7 @@ def create_app(settings: Settings | None = None, *, runtime: bool = True) -> Fas
     app.include_router(routes_ops.router, responses=door_responses(public=True))  # /metrics adds its 401
     for module in (routes_sweeps, routes_cells, routes_adjudications):
         app.include_router(module.router, responses=door_responses())
+    app.include_router(viewer.router)  # the results viewer under /view: its own cookie sign-in
     # Token and body limit before anything reads the body (api/http/door.py).
     app.add_middleware(Door, token=app.state.api_token, max_body_bytes=settings.max_body_bytes)
     return app

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import signal
 import subprocess
@@ -100,4 +101,7 @@ def test_flower_sees_our_workers_and_execute_tasks(postgres_url, fresh_redis, tm
             seen = poll(tasks, lambda ts: any(t.get("name") == "afpbench.execute" and t.get("worker") for t in ts))
             executed_on = {t["worker"].split("@")[0] for t in seen if t.get("name") == "afpbench.execute"}
             assert executed_on <= {"fl1", "fl2"} and executed_on
+            # A task row names its cell (sweep/model/condition/fixture#repeat), not only the cell id.
+            shown = [t.get("args") or "" for t in seen if t.get("name") == "afpbench.execute"]
+            assert all(re.fullmatch(r"\(\d+,\) [0-9a-f]+/sim \(simulated\)/[AB]/P0[12]#r1", a) for a in shown), shown
     assert password not in (tmp_path / "flower.log").read_text(), "credentials stay out of the log"

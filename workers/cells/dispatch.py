@@ -35,13 +35,33 @@ def window_for(model: ModelSpec) -> int:
     return max(1, paced + limits.burst + (limits.max_in_flight or 0))
 
 
-def _send(cells: list[tuple[int, str]]) -> None:
-    publish([(EXECUTE, [cell_id], exec_queue(provider(name).family)) for cell_id, name in cells])
+LABEL_MAX = 240
+# What Flower shows as a task's arguments: where the cell sits in the matrix (never model text or secrets).
+_LABEL_COLUMNS = (Cell.id, Cell.sweep_id, Cell.model_label, Cell.condition, Cell.fixture_id, Cell.repeat)
+
+
+def task_label(cell_id: int, sweep_id: str, model: str, condition: str, fixture: str, repeat: int) -> str:
+    """The message's argsrepr, e.g. "(17,) 3f2a9c/gpt-4o-mini/C/P06#r2" (the real args stay [cell_id])."""
+    return f"({cell_id},) {sweep_id}/{model}/{condition}/{fixture}#r{repeat}"[:LABEL_MAX]
+
+
+def _labels(cell_ids: list[int]) -> dict[int, str]:
+    out: dict[int, str] = {}
+    with session_scope() as session:
+        for start in range(0, len(cell_ids), 500):
+            chunk = cell_ids[start:start + 500]
+            for row in session.execute(select(*_LABEL_COLUMNS).where(Cell.id.in_(chunk))).all():
+                out[row[0]] = task_label(*row)
+    return out
+
+
+def _send(cells: list[tuple[int, str, str]]) -> None:
+    publish([(EXECUTE, [cell_id], exec_queue(provider(name).family), label) for cell_id, name, label in cells])
 
 
 def release(sweep_id: str) -> int:
     """Queue pending cells up to each model's window; returns how many were sent."""
-    chosen: list[tuple[int, str]] = []
+    chosen: list[tuple[int, str, str]] = []
     with session_scope() as session:
         status = session.exec(select(Sweep.status).where(Sweep.id == sweep_id)).first()
         if status is None or status == SweepStatus.cancelled:
@@ -75,9 +95,9 @@ def release(sweep_id: str) -> int:
                 update(Cell)
                 .where(Cell.id.in_(ids), Cell.phase == Phase.pending)
                 .values(phase=Phase.queued, updated_at=utcnow())
-                .returning(Cell.id)
+                .returning(*_LABEL_COLUMNS)
             ).all()
-            chosen += [(row[0], model.provider) for row in moved]
+            chosen += [(row[0], model.provider, task_label(*row)) for row in moved]
     # Sent after the commit: a worker that receives the id finds the row queued.
     _send(chosen)
     return len(chosen)
@@ -100,9 +120,11 @@ def top_up(sweep_id: str, every_s: float = 1.0) -> int:
 
 def resend(cells: list[tuple[int, str, str]]) -> int:
     """Send again the messages of cells that may have been lost (duplicates are harmless)."""
+    labels = _labels([cell_id for cell_id, _, _ in cells]) if cells else {}
     publish([
-        (SCORE, [cell_id], "score") if phase in (Phase.awaiting_score, Phase.scoring)
-        else (EXECUTE, [cell_id], exec_queue(provider(name).family))
+        (SCORE, [cell_id], "score", labels.get(cell_id, f"({cell_id},)")) if phase in (Phase.awaiting_score,
+                                                                                     Phase.scoring)
+        else (EXECUTE, [cell_id], exec_queue(provider(name).family), labels.get(cell_id, f"({cell_id},)"))
         for cell_id, name, phase in cells
     ])
     return len(cells)

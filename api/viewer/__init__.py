@@ -1,0 +1,8 @@
+"""The results viewer: server-rendered HTML pages under /view, served by `afpbench serve` and
+`afpbench view` (api/cli_view.py).
+
+Pages read the existing services only (aggregation for the summary, records for one cell, the ORM
+rows through SessionDep); the one write is a human decision through workers/grading/adjudication.
+Every user-derived string is escaped (model answers are hostile text); the pages load nothing from
+another origin and carry a Content-Security-Policy that allows only this server's own script and style.
+"""

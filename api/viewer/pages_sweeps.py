@@ -1,0 +1,212 @@
+"""Viewer pages of sweeps: the list, one sweep (report plots, forest plot of the paired comparisons,
+exclusion balance, filtered cells) and the small JSON the page polls for live progress."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import HTMLResponse, JSONResponse
+from sqlalchemy import case, func
+from sqlmodel import Session, select
+
+from afpbench.api import report
+from afpbench.api.http.deps import SessionDep
+from afpbench.api.viewer import html as v
+from afpbench.api.viewer.auth import PageError, Viewer
+from afpbench.api.viewer.cells_query import latest_results
+from afpbench.api.viewer.chrome import logout_form
+from afpbench.api.viewer.forest import forest_plot
+from afpbench.api.viewer.routing import ViewerRoute
+from afpbench.scoring.rates import EXCLUDED
+from afpbench.workers.results import aggregation
+from afpbench.workers.results.summary import PairedComparison, SweepSummary
+from afpbench.workers.store.models import Cell, Phase, Sweep
+from afpbench.workers.sweeps import runs
+
+router = APIRouter(route_class=ViewerRoute, dependencies=Viewer)
+CELL_ROWS = 500
+CONDITIONS = ("A", "B", "C", "D")
+REPORT_CSP = "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'"
+StateFilter = Literal["MODEL_PASS", "MODEL_FAIL", "PROVIDER_BLOCK", "INFRA_ERROR", "INVALID_TEST",
+                      "GRADER_DISPUTE", "UNFINISHED"]
+
+
+def _one_of(field: str, value: str | None, allowed: tuple[str, ...]) -> str | None:
+    if not value:
+        return None
+    if value not in allowed:
+        raise PageError(422, f"{field}: {value!r} is not one of {', '.join(allowed)}")
+    return value
+
+
+def sweep_or_404(session: Session, sweep_id: str) -> Sweep:
+    row = session.get(Sweep, sweep_id)
+    if row is None:
+        raise PageError(404, f"no sweep with id {sweep_id!r}")
+    return row
+
+
+def _models(sweep: Sweep) -> list[str]:
+    return [str(m.get("label") or m.get("model")) for m in sweep.spec.get("models", [])]
+
+
+@router.get("/")
+def sweeps_list(request: Request, session: SessionDep):
+    done = func.sum(case((Cell.phase == Phase.done, 1), else_=0))
+    counts = {sid: (total, finished or 0) for sid, total, finished in session.execute(
+        select(Cell.sweep_id, func.count(), done).group_by(Cell.sweep_id)).all()}
+    rows = []
+    for s in session.exec(select(Sweep).order_by(Sweep.created_at.desc(), Sweep.id).limit(200)):
+        total, finished = counts.get(s.id, (0, 0))
+        name = v.join([v.link(v.url(f"/sweeps/{v.seg(s.id)}"), s.name), " ", v.simulated_badge() if s.simulated
+                       else ""])
+        rows.append([v.Safe(f'<code>{v.e(s.id)}</code>'), name, ", ".join(_models(s)), s.status,
+                     f"{finished}/{total}", v.Safe(f'<code title="{v.e(s.seal_hash)}">{v.e(s.seal_hash[:12])}</code>'),
+                     s.created_at.strftime("%Y-%m-%d %H:%M")])
+    body = [v.table(["id", "name", "model(s)", "state", "progress", "seal", "created (UTC)"], rows, tid="sweeps")
+            if rows else v.para("no sweeps yet: `afpbench run` or POST /sweeps starts one", "muted")]
+    return v.page("Sweeps", body, logout=logout_form(request))
+
+
+def _summary(sweep_id: str) -> SweepSummary:
+    summary = aggregation.stored_summary(sweep_id)
+    return summary if summary is not None else aggregation.snapshot(sweep_id, interim=True)
+
+
+def _rates(s: SweepSummary) -> v.Safe:
+    rows = [[r.model, r.condition, f"{r.passed}/{r.n}", v.pct(r.pass_rate), v.ci(r.pass_rate_ci95), r.failures,
+             *[r.excluded[x] for x in EXCLUDED], r.unfinished] for r in s.by_model_condition]
+    return v.table(["model", "condition", "pass/n", "pass rate", "95% CI (exact)", "failures", *EXCLUDED,
+                    "unfinished"], rows, "num", tid="rates")
+
+
+def _comparisons(s: SweepSummary) -> v.Safe:
+    paired = [c for c in s.comparisons if isinstance(c, PairedComparison)]
+    others = [[c.model, c.comparison, c.status, c.reading]
+              for c in s.comparisons if not isinstance(c, PairedComparison)]
+    parts = [v.Safe(f"<figure>{forest_plot(paired, len(s.models) > 1)}<figcaption>paired on model, fixture and "
+                    "repeat; Newcombe's interval; green: first condition better, red: worse, blue: the interval "
+                    "includes zero</figcaption></figure>") if paired else v.para("no comparison has matched pairs "
+                                                                                 "yet", "muted")]
+    if others:
+        parts.append(v.table(["model", "comparison", "status", "reading"], others))
+    parts.append(v.table(["model", "comparison", "n pairs", "difference", "95% CI", "p (McNemar)", "reading"],
+                         [[c.model, c.comparison, c.n_pairs, f"{c.difference:+.1%}", v.ci(c.difference_ci95),
+                           f"{c.p_value:.3g}", c.reading] for c in paired], tid="comparisons"))
+    return v.join(parts)
+
+
+def _balance(s: SweepSummary) -> v.Safe:
+    b = s.exclusion_balance
+    shares = v.table(["model", "condition", "finished", "scored", "excluded", *EXCLUDED],
+                     [[r.model, r.condition, r.finished, r.scored, f"{r.excluded} ({v.pct(r.excluded_share)})",
+                       *[v.pct(r.share_by_state[x]) for x in EXCLUDED]] for r in b.shares], "num", tid="balance")
+    tests = v.table(["model", "comparison", "first excluded", "second excluded", "p (Fisher exact)", "flag"],
+                    [[t.model, t.comparison, f"{t.first_excluded}/{t.first_excluded + t.first_scored}",
+                      f"{t.second_excluded}/{t.second_excluded + t.second_scored}",
+                      "-" if t.p_value is None else f"{t.p_value:.3g}",
+                      v.badge("FLAGGED", "fail") if t.flagged else "ok"] for t in b.comparisons])
+    return v.join([v.para(b.test, "muted"), shares, tests])
+
+
+def _options(name: str, label: str, choices: list[tuple[str, str]], chosen: str | None) -> str:
+    opts = "".join(f'<option value="{v.e(val)}"{" selected" if val == chosen else ""}>{v.e(text)}</option>'
+                   for val, text in [("", f"any {label}"), *choices])
+    return f'<label>{v.e(label)} <select name="{v.e(name)}" data-autosubmit>{opts}</select></label>'
+
+
+def _cells(session: Session, s: SweepSummary, sweep_id: str, flt: dict[str, str | None]) -> v.Safe:
+    where: list[Any] = [Cell.sweep_id == sweep_id]
+    if flt["model"]:
+        where.append(Cell.model_hash == flt["model"])
+    if flt["condition"]:
+        where.append(Cell.condition == flt["condition"])
+    if flt["fixture"]:
+        where.append(Cell.fixture_id == flt["fixture"])
+    if flt["state"] == "UNFINISHED":
+        where.append(Cell.phase != Phase.done)
+    elif flt["state"]:
+        where.append(Cell.state == flt["state"])
+    total = session.exec(select(func.count()).select_from(Cell).where(*where)).one()
+    cells = list(session.exec(select(Cell).where(*where).order_by(Cell.id).limit(CELL_ROWS)))
+    results = latest_results(session, [c.id for c in cells])
+    fixtures = sorted({f for (f,) in session.execute(select(Cell.fixture_id).where(Cell.sweep_id == sweep_id)
+                                                     .distinct()).all()})
+    form = ('<form method="get" class="filters" id="filters">'
+            + _options("model", "model", [(m.model_hash, m.model) for m in s.models], flt["model"])
+            + _options("condition", "condition", [(c, c) for c in s.conditions], flt["condition"])
+            + _options("fixture", "fixture", [(f, f) for f in fixtures], flt["fixture"])
+            + _options("state", "state", [(x, x) for x in StateFilter.__args__], flt["state"])
+            + '<button type="submit">filter</button></form>')
+    rows = []
+    for c in cells:
+        r = results.get(c.id)
+        compare = v.url(f"/sweeps/{v.seg(sweep_id)}/fixtures/{v.seg(c.fixture_id)}", model=c.model_hash,
+                        repeat=c.repeat)
+        rows.append([v.link(v.url(f"/cells/{c.id}"), c.id), c.model_label, c.condition,
+                     f"{c.fixture_id}@{c.fixture_version}", c.repeat, v.state_badge(c.state, c.phase),
+                     "-" if r is None or r.total is None else r.total, (r.fatal_criterion if r else None) or "-",
+                     v.link(compare, "A-D side by side")])
+    shown = f"{len(cells)} of {total} cells" + (f" (the first {CELL_ROWS})" if total > CELL_ROWS else "")
+    return v.join([v.Safe(form), v.para(shown, "muted"),
+                   v.table(["cell", "model", "condition", "fixture", "repeat", "state", "total", "fatal", ""], rows,
+                           tid="cells")])
+
+
+def _progress_block(sweep_id: str) -> v.Safe:
+    p = runs.progress(sweep_id)
+    states = ", ".join(f"{k} {n}" for k, n in sorted(p.states.items())) or "none yet"
+    live = "" if p.finished else f' data-progress="{v.e(v.url(f"/sweeps/{v.seg(sweep_id)}/progress.json"))}"'
+    return v.Safe(f'<div class="progress" id="progress"{live}><progress max="{p.total}" value="{p.done}"></progress> '
+                  f'<span id="progress-text">{p.done}/{p.total} cells done; status {v.e(p.status)}; '
+                  f"states: {v.e(states)}</span></div>")
+
+
+@router.get("/sweeps/{sweep_id}")
+def sweep_page(
+    request: Request, sweep_id: str, session: SessionDep,
+    model: Annotated[str | None, Query(max_length=64)] = None,
+    condition: Annotated[str | None, Query(max_length=8)] = None,
+    fixture: Annotated[str | None, Query(max_length=80)] = None,
+    state: Annotated[str | None, Query(max_length=32)] = None,
+):
+    sweep = sweep_or_404(session, sweep_id)
+    # An empty value is "any" (the filter form sends every select); anything else must be known.
+    flt = {"model": model or None, "condition": _one_of("condition", condition, CONDITIONS),
+           "fixture": fixture or None, "state": _one_of("state", state, StateFilter.__args__)}
+    s = _summary(sweep_id)
+    head = [f"sweep {s.sweep_id}", f"status {s.status}", "INTERIM (not complete)" if s.interim or not s.complete
+            else "final", f"cells {s.cells}", f"seal {s.seal_hash}"]
+    plots = "".join(f"<figure>{svg}<figcaption>{v.e(cap)}</figcaption></figure>" for cap, svg in report._plots(s))
+    body = [
+        v.para(" | ".join(head), "muted"), _progress_block(sweep_id),
+        *[v.para(n, "notice") for n in s.notices],
+        v.para(v.link(v.url(f"/sweeps/{v.seg(sweep_id)}/report"), "the full report (every table)"), "muted"),
+        v.section("Pass rate by model and condition", v.para("pass rate = MODEL_PASS / (MODEL_PASS + MODEL_FAIL); "
+                                                            "every other state is counted beside it", "muted"),
+                  _rates(s), sid="rates-section"),
+        v.section("Paired comparisons (differences with 95% intervals)", _comparisons(s), sid="forest-section"),
+        v.section("Plots", v.Safe(plots)),
+        v.section("Exclusion balance", _balance(s), sid="balance-section"),
+        v.section("Cells", _cells(session, s, sweep_id, flt), sid="cells-section"),
+    ]
+    return v.page(sweep.name, body, crumbs=[(v.url(f"/sweeps/{v.seg(sweep_id)}"), sweep_id)],
+                  logout=logout_form(request), simulated=s.simulated)
+
+
+@router.get("/sweeps/{sweep_id}/report")
+def sweep_report(sweep_id: str, session: SessionDep) -> HTMLResponse:
+    """The report's own self-contained HTML page (api/report.py), with the report's policy: inline style only."""
+    sweep_or_404(session, sweep_id)
+    headers = {**v.SECURITY_HEADERS, "Content-Security-Policy": REPORT_CSP}
+    return HTMLResponse(report.render_report(_summary(sweep_id), "html"), headers=headers)
+
+
+@router.get("/sweeps/{sweep_id}/progress.json")
+def sweep_progress(sweep_id: str, session: SessionDep) -> JSONResponse:
+    sweep_or_404(session, sweep_id)
+    p = runs.progress(sweep_id)
+    return JSONResponse({"status": p.status, "total": p.total, "done": p.done, "finished": p.finished,
+                         "states": p.states}, headers={"Cache-Control": "no-store"})
+

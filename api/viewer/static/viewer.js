@@ -1,0 +1,35 @@
+// afpbench viewer: live progress polling and auto-submitting filters. No third-party code.
+(function () {
+  "use strict";
+
+  function poll(box) {
+    var url = box.getAttribute("data-progress");
+    var bar = box.querySelector("progress");
+    var text = document.getElementById("progress-text");
+    var timer = setInterval(function () {
+      fetch(url, {credentials: "same-origin", cache: "no-store"})
+        .then(function (r) { return r.ok ? r.json() : Promise.reject(r.status); })
+        .then(function (p) {
+          bar.max = p.total;
+          bar.value = p.done;
+          var states = Object.keys(p.states).sort().map(function (k) { return k + " " + p.states[k]; });
+          // textContent, never innerHTML: nothing the server sends is parsed as markup.
+          text.textContent = p.done + "/" + p.total + " cells done; status " + p.status +
+            "; states: " + (states.length ? states.join(", ") : "none yet");
+          if (p.finished) {
+            clearInterval(timer);
+            window.location.reload();  // the final report replaces the interim one
+          }
+        })
+        .catch(function () { /* a missed poll is retried on the next tick */ });
+    }, 2000);
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    var box = document.querySelector("[data-progress]");
+    if (box) { poll(box); }
+    document.querySelectorAll("select[data-autosubmit]").forEach(function (sel) {
+      sel.addEventListener("change", function () { sel.form.submit(); });
+    });
+  });
+})();
