@@ -142,9 +142,9 @@ def check_broker(timeout_s: float = 5.0) -> None:
             ) from None
 
 
-def send(task_name: str, args: list, queue: str) -> None:
-    """Send one task message by its registered name."""
-    app.send_task(task_name, args=args, queue=queue)
+def send(task_name: str, args: list, queue: str, label: str | None = None) -> None:
+    """Send one task message by its registered name (`label`: its Flower argsrepr, see publish)."""
+    app.send_task(task_name, args=args, queue=queue, **({"argsrepr": label} if label else {}))
 
 
 def publish(messages: Sequence[tuple[str, list, str] | tuple[str, list, str, str]]) -> None:

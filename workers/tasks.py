@@ -62,7 +62,8 @@ def execute(self, cell_id: int, prepaid: bool = False) -> str:
                 max_retries=None,
             )
         if isinstance(decision, ScoreNext):
-            send(SCORE, [cell_id], "score")
+            # The execute message's label (sweep/model/condition/fixture) carries on to its score message.
+            send(SCORE, [cell_id], "score", getattr(self.request, "argsrepr", None))
             return "executed"
         if decision.sweep_open is not True:
             _finish(cell_id, self, decision.sweep_id)
