@@ -7,6 +7,7 @@ task whose worker dies is redelivered, and every task is idempotent, so redelive
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from celery import Celery
 from celery.signals import worker_process_init
@@ -31,7 +32,7 @@ def make_app() -> Celery:
     settings = get_settings()
     app = Celery("afpbench", broker=settings.broker_url, include=["afpbench.workers.tasks"])
     exchange = Exchange("afpbench", type="direct")
-    transport_options = {
+    transport_options: dict[str, float] = {
         "visibility_timeout": settings.visibility_timeout_s,
         # Kombu scans for unacked messages of dead workers only every interval x throttle
         # (10 x 10 = 100 s by default), whatever the visibility timeout. Scan every tenth of the timeout
@@ -96,8 +97,9 @@ def _survive_broker_loss() -> None:
             logging.getLogger(__name__).warning("broker connection gone; unacked messages left to redelivery")
             return None
 
-    restore_unacked.afpbench_guarded = True
-    kombu_redis.QoS.restore_unacked = restore_unacked
+    # A marker on the patch, so that a second call does not wrap the wrapper.
+    restore_unacked.afpbench_guarded = True  # type: ignore[attr-defined]
+    kombu_redis.QoS.restore_unacked = restore_unacked  # type: ignore[method-assign]  # deliberate monkeypatch
 
     # The same for an ack sent while the broker is away (seen once in four broker-loss runs: a pool
     # thread's ack raised ConnectionError and the worker exited). Skipping it is safe: either the broker
@@ -115,7 +117,7 @@ def _survive_broker_loss() -> None:
                                                 type(exc).__name__)
             return None
 
-    kombu_redis.QoS.ack = ack
+    kombu_redis.QoS.ack = ack  # type: ignore[method-assign]  # deliberate monkeypatch
 
 
 _survive_broker_loss()
@@ -139,7 +141,7 @@ def publish(messages: list[tuple[str, list, str]]) -> None:
         for task_name, args, queue in messages:
             # The first message to a queue declares it (binds it to the exchange, so a release before any
             # worker started is not dropped); the rest skip the per-message declare bookkeeping.
-            extra = {} if queue not in declared else {"declare": []}
+            extra: dict[str, Any] = {} if queue not in declared else {"declare": []}
             declared.add(queue)
             app.send_task(task_name, args=args, queue=queue, producer=producer, **extra)
 

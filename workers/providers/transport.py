@@ -210,6 +210,7 @@ def post_json(endpoint: Endpoint, prepared: PreparedCall) -> HttpOutcome:
             body, fault = _read_body(response, deadline, budget_s)
             if fault is not None:
                 return HttpOutcome(status=response.status_code, fault=fault)
+            assert body is not None, "_read_body returns either a body or a fault"
             # JSON is UTF-8 by definition (RFC 8259); never guess Latin-1 from a text/* header.
             return HttpOutcome(response.status_code, dict(response.headers), body.decode("utf-8", "replace"))
     except requests.exceptions.ConnectTimeout:
