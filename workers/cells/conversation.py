@@ -22,6 +22,7 @@ from dataclasses import replace
 from afpbench.fixtures.schema import NumericSpec
 from afpbench.scoring.calculator import CalculatorError, evaluate, shown_result
 from afpbench.scoring.render import render
+from afpbench.workers.cells.claim import CellRow
 from afpbench.workers.limits.base import Grant, Limiter, pool_of
 from afpbench.workers.limits.shared import get_limiter
 from afpbench.workers.providers.endpoints import endpoint_for
@@ -106,7 +107,7 @@ def _round_slot(
 
 
 def converse(
-    model: ModelSpec, inputs: SweepInputs, cell: Cell, holding: str | None = None
+    model: ModelSpec, inputs: SweepInputs, cell: Cell | CellRow, holding: str | None = None
 ) -> tuple[AdapterResult, list[dict], list[dict], dict]:
     """All rounds of one try. Returns the last result, round records, tool-call records, token sums.
 
@@ -118,7 +119,7 @@ def converse(
     adapter = adapter_for(model.provider)
     limiter = get_limiter()
     pool = pool_of(endpoint)
-    messages = prompt.messages()
+    messages: list[dict] = prompt.messages()  # later rounds add assistant turns with tool calls
     rounds: list[dict] = []
     tool_records: list[dict] = []
     tokens = {"input": 0, "output": 0, "cached": 0, "reasoning": 0, "latency_ms": 0.0}

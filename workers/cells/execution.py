@@ -38,7 +38,7 @@ from afpbench.workers.providers.endpoints import endpoint_for
 from afpbench.workers.providers.types import AdapterResult
 from afpbench.workers.settings import get_settings
 from afpbench.workers.store.db import get_engine, transaction
-from afpbench.workers.store.models import Cell, Phase, Result, SweepStatus, as_utc, utcnow
+from afpbench.workers.store.models import Phase, Result, SweepStatus, as_utc, utcnow
 from afpbench.workers.sweeps.inputs import SweepInputs
 from afpbench.workers.sweeps.spec import ModelSpec
 
@@ -70,7 +70,7 @@ class Finished:
 ExecutionDecision = ScoreNext | RetryLater | Finished
 
 
-def _model_of(inputs: SweepInputs, cell: Cell) -> ModelSpec:
+def _model_of(inputs: SweepInputs, cell: CellRow) -> ModelSpec:
     for m in inputs.spec.models:
         if m.model_hash == cell.model_hash:
             return m
@@ -174,6 +174,7 @@ def _record(
         cell_values.update(phase=Phase.queued, not_before=now + timedelta(seconds=verdict.delay_s))
         decision = RetryLater(verdict.delay_s, verdict.reason)
     else:
+        assert verdict.state is not None, f"a {verdict.kind!r} verdict names its result state"
         reason = _reason(verdict.reason, result)
         cell_values.update(phase=Phase.done, state=verdict.state, state_reason=reason)
         decision = Finished(verdict.state, reason, cell.sweep_id)

@@ -10,13 +10,13 @@ from __future__ import annotations
 from datetime import timedelta
 
 from sqlalchemy import update
-from sqlmodel import select
+from sqlmodel import col, select
 
 from afpbench.workers.cells.dispatch import release, resend
 from afpbench.workers.cells.finish import finish_if_done, resend_aggregate
 from afpbench.workers.settings import get_settings
 from afpbench.workers.store.db import session_scope
-from afpbench.workers.store.models import Aggregate, Cell, Phase, Sweep, SweepStatus, utcnow
+from afpbench.workers.store.models import Aggregate, Cell, Phase, Sweep, SweepStatus, saved_id, utcnow
 
 
 def _stale_threshold() -> timedelta:
@@ -31,12 +31,12 @@ def stuck_cells(sweep_id: str, older_than: timedelta) -> list[tuple[int, str, st
         rows = session.exec(
             select(Cell).where(
                 Cell.sweep_id == sweep_id,
-                Cell.phase.in_([Phase.queued, Phase.executing, Phase.awaiting_score, Phase.scoring]),
+                col(Cell.phase).in_([Phase.queued, Phase.executing, Phase.awaiting_score, Phase.scoring]),
                 Cell.updated_at < cutoff,
             )
         ).all()
         return [
-            (c.id, c.provider, c.phase)
+            (saved_id(c.id), c.provider, c.phase)
             for c in rows
             if (c.lease_until is None or c.lease_until < now) and (c.not_before is None or c.not_before < now)
         ]
@@ -49,13 +49,13 @@ def expire_overlong_leases(sweep_id: str) -> int:
     The claim time is `updated_at`, which both claims set and nothing changes while the lease is held."""
     now = utcnow()
     with session_scope() as session:
-        res = session.execute(
+        res = session.exec(
             update(Cell)
             .where(
-                Cell.sweep_id == sweep_id,
-                Cell.phase.in_([Phase.executing, Phase.scoring]),
-                Cell.lease_until > now,
-                Cell.updated_at < now - timedelta(seconds=get_settings().lease_expiry_s),
+                col(Cell.sweep_id) == sweep_id,
+                col(Cell.phase).in_([Phase.executing, Phase.scoring]),
+                col(Cell.lease_until) > now,
+                col(Cell.updated_at) < now - timedelta(seconds=get_settings().lease_expiry_s),
             )
             .values(lease_until=now)
         )
@@ -71,9 +71,9 @@ def _mark_resent(cells: list[tuple[int, str, str]], older_than: timedelta) -> li
     with session_scope() as session:
         stamped = set(session.execute(
             update(Cell)
-            .where(Cell.id.in_([c[0] for c in cells]), Cell.updated_at < utcnow() - older_than)
+            .where(col(Cell.id).in_([c[0] for c in cells]), col(Cell.updated_at) < utcnow() - older_than)
             .values(updated_at=utcnow())
-            .returning(Cell.id)
+            .returning(col(Cell.id))
         ).scalars())
     return [c for c in cells if c[0] in stamped]
 
@@ -92,7 +92,7 @@ def unfinished_aggregates(older_than: timedelta) -> list[str]:
     cutoff = utcnow() - older_than
     with session_scope() as session:
         return list(session.exec(
-            select(Aggregate.sweep_id).where(Aggregate.finished_at.is_(None), Aggregate.claimed_at < cutoff)
+            select(Aggregate.sweep_id).where(col(Aggregate.finished_at).is_(None), Aggregate.claimed_at < cutoff)
         ))
 
 

@@ -28,7 +28,7 @@ from afpbench.workers.limits.shared import get_limiter
 from afpbench.workers.providers.endpoints import endpoint_for
 from afpbench.workers.providers.registry import adapter_for
 from afpbench.workers.providers.types import AdapterResult, ChatRequest, OutcomeClass, ResponseSchema
-from afpbench.workers.store.models import Cell
+from afpbench.workers.store.models import Cell, saved_id
 from afpbench.workers.store.models import Judgement as JudgementRow
 from afpbench.workers.sweeps.inputs import SweepInputs
 from afpbench.workers.sweeps.spec import ModelSpec
@@ -103,7 +103,7 @@ def judge_round(
     def row(judge: ModelSpec, raw: str | None, parsed: dict | None, parse_error: str | None) -> JudgementRow:
         """Every try is kept: the raw text, and either the parsed judgement or why it is unusable."""
         return JudgementRow(
-            cell_id=cell.id, scoring_run=scoring_run, judge_label=judge.display, judge_round=judge_round,
+            cell_id=saved_id(cell.id), scoring_run=scoring_run, judge_label=judge.display, judge_round=judge_round,
             prompt_sha256=prompt_hash, raw_text=raw, parsed=parsed, parse_error=parse_error,
             simulated=judge.simulated,
         )
@@ -119,6 +119,7 @@ def judge_round(
                 infra_errors += 1
                 session.add(row(judge, None, None, f"{CALL_FAILED}: {error}"))
                 continue
+            assert raw is not None, "call_judge returns either a text or an error"
             parsed = read_judgement(raw, fatal_ids, response)
             if isinstance(parsed, Judgement):
                 session.add(row(judge, raw, _judgement_json(parsed), None))

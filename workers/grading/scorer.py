@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from sqlalchemy import func, or_, update
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from afpbench.scoring.evidence import Evidence, gather_evidence
+from afpbench.scoring.judge import Judgement
 from afpbench.scoring.verdict import DisputeRule, PassRule, Verdict, decide
-from afpbench.workers.errors import JudgeUnavailable
+from afpbench.workers.errors import JudgeUnavailable, RecordNotFound
 from afpbench.workers.grading.judges import judge_round
 from afpbench.workers.providers.types import OutcomeClass
 from afpbench.workers.store.db import session_scope
@@ -40,17 +42,25 @@ class RejudgeLater:
 
 def _claim(session: Session, cell_id: int, worker: str) -> bool:
     now = utcnow()
-    res = session.execute(
+    res = session.exec(
         update(Cell)
         .where(
-            Cell.id == cell_id,
-            or_(Cell.phase == Phase.awaiting_score, (Cell.phase == Phase.scoring) & (Cell.lease_until < now)),
+            col(Cell.id) == cell_id,
+            or_(col(Cell.phase) == Phase.awaiting_score,
+                (col(Cell.phase) == Phase.scoring) & (col(Cell.lease_until) < now)),
         )
         .values(
             phase=Phase.scoring, lease_owner=worker, lease_until=now + timedelta(minutes=15), updated_at=now
         )
     )
     return res.rowcount == 1
+
+
+def _cell(session: Session, cell_id: int) -> Cell:
+    cell = session.get(Cell, cell_id)
+    if cell is None:
+        raise RecordNotFound(f"no cell with id {cell_id}")
+    return cell
 
 
 def next_scoring_run(session: Session, cell_id: int) -> int:
@@ -60,8 +70,9 @@ def next_scoring_run(session: Session, cell_id: int) -> int:
 
 def score_cell(cell_id: int, worker: str) -> Scored | RejudgeLater:
     with session_scope() as session:
-        cell = session.get(Cell, cell_id)
+        cell = _cell(session, cell_id)
         if cell.phase == Phase.done:
+            assert cell.state is not None, f"cell {cell_id} is done, so it has a result state"
             return Scored(cell.state)
         if not _claim(session, cell_id, worker):
             return RejudgeLater(10.0, f"cell {cell_id} is in phase {cell.phase}")
@@ -74,7 +85,7 @@ def score_cell(cell_id: int, worker: str) -> Scored | RejudgeLater:
         with session_scope() as session:
             session.execute(
                 update(Cell)
-                .where(Cell.id == cell_id)
+                .where(col(Cell.id) == cell_id)
                 .values(phase=Phase.awaiting_score, lease_owner=None, lease_until=None)
             )
         return RejudgeLater(30.0, str(exc))
@@ -95,17 +106,20 @@ def evidence_for(
 def score_answer(
     session: Session, cell_id: int, judges: list[ModelSpec] | None = None
 ) -> tuple[Verdict, dict, int]:
-    cell = session.get(Cell, cell_id)
+    cell = _cell(session, cell_id)
     inputs = inputs_for(session, cell.sweep_id)
     judges = inputs.spec.judges if judges is None else judges
     attempt = session.exec(
-        select(Attempt).where(Attempt.cell_id == cell_id).order_by(Attempt.number.desc(), Attempt.id.desc())
+        select(Attempt).where(Attempt.cell_id == cell_id).order_by(col(Attempt.number).desc(), col(Attempt.id).desc())
     ).first()
+    if attempt is None:
+        raise RecordNotFound(f"cell {cell_id} has no attempt to score")
     run = next_scoring_run(session, cell_id)
     ev = evidence_for(inputs, validity_for(session, cell.sweep_id), cell.fixture_id, attempt.id,
                       attempt.output_text, attempt.tool_calls, attempt.outcome)
     originated = ev.untraceable  # the ladder's originated figures, less those verbatim in the evidence
-    rules = {"pass_rule": ev.pass_rule, "dispute_rule": ev.dispute_rule}
+    rules: dict[str, Any] = {"pass_rule": ev.pass_rule, "dispute_rule": ev.dispute_rule}
+    judgements: list[Judgement]
     judgements, failures = ([], 0)
     if ev.validity.passed:
         judgements, failures = judge_round(session, cell, inputs, judges, ev.response, originated, run, 1)
@@ -150,7 +164,7 @@ def done_values(verdict: Verdict) -> dict:
 
 
 def write_result(session: Session, cell_id: int, run: int, verdict: Verdict, details: dict) -> Result:
-    cell = session.get(Cell, cell_id)
+    cell = _cell(session, cell_id)
     row = result_row(cell_id, cell.sweep_id, run, verdict, details)
     session.add(row)
     for column, value in done_values(verdict).items():

@@ -7,14 +7,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sqlalchemy import func
-from sqlmodel import select
+from sqlmodel import col, select
 
 from afpbench.workers.cells.dispatch import release, resend
 from afpbench.workers.cells.finish import finish_if_done
 from afpbench.workers.errors import SealMismatch, SweepNotFound
 from afpbench.workers.providers.preflight import preflight
 from afpbench.workers.store.db import session_scope
-from afpbench.workers.store.models import Attempt, Cell, Phase, Sweep, SweepStatus
+from afpbench.workers.store.models import Attempt, Cell, Phase, Sweep, SweepStatus, saved_id
 from afpbench.workers.sweeps.coordinator import counts_by_phase_and_state, create_sweep, verify_sweep
 from afpbench.workers.sweeps.inputs import load_inputs, remember
 from afpbench.workers.sweeps.spec import SweepSpec
@@ -112,10 +112,10 @@ def resume(sweep_id: str) -> int:
         rows = session.exec(
             select(Cell.id, Cell.provider, Cell.phase).where(
                 Cell.sweep_id == sweep_id,
-                Cell.phase.in_([Phase.queued, Phase.executing, Phase.awaiting_score, Phase.scoring]),
+                col(Cell.phase).in_([Phase.queued, Phase.executing, Phase.awaiting_score, Phase.scoring]),
             )
         ).all()
-    return resend([tuple(r) for r in rows]) + release(sweep_id)
+    return resend([(saved_id(i), provider, phase) for i, provider, phase in rows]) + release(sweep_id)
 
 
 def cancel(sweep_id: str) -> int:
@@ -133,4 +133,4 @@ def cancel(sweep_id: str) -> int:
 
 def latest_sweep_id() -> str | None:
     with session_scope() as session:
-        return session.exec(select(Sweep.id).order_by(Sweep.created_at.desc()).limit(1)).first()
+        return session.exec(select(Sweep.id).order_by(col(Sweep.created_at).desc()).limit(1)).first()

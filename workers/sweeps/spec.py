@@ -18,7 +18,7 @@ from afpbench.workers.providers.families import PROVIDERS
 from afpbench.workers.providers.structured import STRUCTURED_OUTPUT_PARAM, param_problem
 from afpbench.workers.redact import mask_secrets
 
-CONDITIONS = ("A", "B", "C", "D")
+CONDITIONS: tuple[Literal["A", "B", "C", "D"], ...] = ("A", "B", "C", "D")
 HIGH_RISK_MIN_REPEATS = 3
 # Afpbench's own secrets can never be named as a provider key: a spec (perhaps posted to
 # the HTTP API) could otherwise send them as a bearer token to any base_url it names.
