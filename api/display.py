@@ -8,12 +8,13 @@ from contextlib import contextmanager
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
-from sqlalchemy import func
-from sqlmodel import select
+from sqlalchemy import func, select
+from sqlmodel import col
 
 from afpbench.scoring.balance import exclusion_balance
 from afpbench.scoring.rates import EXCLUDED, FAIL, PASS, UNFINISHED
 from afpbench.scoring.states import ResultState, pass_rate
+from afpbench.workers.errors import SweepNotFound
 from afpbench.workers.results.aggregation import COMPARISONS
 from afpbench.workers.store.db import session_scope
 from afpbench.workers.store.models import Cell, Phase, Sweep
@@ -44,10 +45,12 @@ def progress_bar(console: Console, disable: bool = False) -> Iterator:
 def summary_json(sweep_id: str, progress, attempts: int, database_url: str) -> dict:
     with session_scope() as session:
         sweep = session.get(Sweep, sweep_id)
+        if sweep is None:
+            raise SweepNotFound(f"no sweep with id {sweep_id!r}")
         rows = session.execute(
-            select(Cell.condition, Cell.phase, Cell.state, func.count())
-            .where(Cell.sweep_id == sweep_id)
-            .group_by(Cell.condition, Cell.phase, Cell.state)
+            select(col(Cell.condition), col(Cell.phase), col(Cell.state), func.count())
+            .where(col(Cell.sweep_id) == sweep_id)
+            .group_by(Cell.condition, Cell.phase, col(Cell.state))
         ).all()
         by_condition: dict[str, dict[str, int]] = {}
         for condition, phase, state, n in rows:
@@ -85,11 +88,11 @@ def summary_json(sweep_id: str, progress, attempts: int, database_url: str) -> d
 
 def _balance(session, sweep_id: str) -> dict:
     """The exclusion balance (scoring/balance.py) from one GROUP BY: the same reading as the report's."""
-    cols = (Cell.model_hash, Cell.model_label, Cell.condition, Cell.phase, Cell.state)
+    cols = (col(Cell.model_hash), col(Cell.model_label), col(Cell.condition), col(Cell.phase), col(Cell.state))
     counts: dict[tuple[str, str], dict[str, int]] = {}
     labels: dict[str, str] = {}
     for model_hash, label, condition, phase, state, n in session.execute(
-        select(*cols, func.count()).where(Cell.sweep_id == sweep_id).group_by(*cols)
+        select(*cols, func.count()).where(col(Cell.sweep_id) == sweep_id).group_by(*cols)
     ).all():
         labels[model_hash] = label
         outcome = state if phase == Phase.done and state else UNFINISHED
@@ -104,8 +107,8 @@ def summary_table(summary: dict) -> Table:
     table.add_column("condition")
     table.add_column("pass rate  PASS/(PASS+FAIL)", justify="right")
     columns = STATES + sorted({k for c in summary["by_condition"].values() for k in c if k not in STATES})
-    for col in columns:
-        table.add_column(col, justify="right")
+    for name in columns:
+        table.add_column(name, justify="right")
     for condition, counts in summary["by_condition"].items():
         r = summary["pass_rate_by_condition"][condition]
         rate = f"{r['pass']}/{r['n']} = {r['pass_rate']:.0%}" if r["n"] else "n = 0"

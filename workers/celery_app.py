@@ -34,7 +34,7 @@ def make_app() -> Celery:
     settings = get_settings()
     app = Celery("afpbench", broker=settings.broker_url, include=["afpbench.workers.tasks"])
     exchange = Exchange("afpbench", type="direct")
-    transport_options = {
+    transport_options: dict[str, float] = {
         "visibility_timeout": settings.visibility_timeout_s,
         # Kombu scans for unacked messages of dead workers only every interval x throttle
         # (10 x 10 = 100 s by default), whatever the visibility timeout. Scan every tenth of the timeout
@@ -99,8 +99,9 @@ def _survive_broker_loss() -> None:
             logging.getLogger(__name__).warning("broker connection gone; unacked messages left to redelivery")
             return None
 
-    restore_unacked.afpbench_guarded = True
-    kombu_redis.QoS.restore_unacked = restore_unacked
+    # A marker on the patch, so that a second call does not wrap the wrapper.
+    restore_unacked.afpbench_guarded = True  # type: ignore[attr-defined]
+    kombu_redis.QoS.restore_unacked = restore_unacked  # type: ignore[method-assign]  # deliberate monkeypatch
 
     # The same for an ack sent while the broker is away (seen once in four broker-loss runs: a pool
     # thread's ack raised ConnectionError and the worker exited). Skipping it is safe: either the broker
@@ -118,7 +119,7 @@ def _survive_broker_loss() -> None:
                                                 type(exc).__name__)
             return None
 
-    kombu_redis.QoS.ack = ack
+    kombu_redis.QoS.ack = ack  # type: ignore[method-assign]  # deliberate monkeypatch
 
 
 _survive_broker_loss()

@@ -50,6 +50,7 @@ def embedded_worker(concurrency: int = 8, queues: tuple[str, ...] = QUEUES) -> I
     try:
         yield worker
     finally:
-        worker_state.should_terminate = 0
+        # celery-types declares this flag None; celery's worker sets an exit code in it to stop.
+        worker_state.should_terminate = 0  # type: ignore[assignment]
         thread.join(15)
         worker_state.should_terminate = None

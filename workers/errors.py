@@ -50,6 +50,10 @@ class DatabaseConfigError(AfpbenchError, ValueError):
     """AFP_DATABASE_URL cannot be used."""
 
 
+class SettingsError(AfpbenchError, ValueError):
+    """Another AFP_* setting cannot be used (the message names the variable and its value)."""
+
+
 class SchemaMismatch(DependencyError):
     """The database schema and this code disagree; the message says what to do."""
 

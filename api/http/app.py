@@ -62,7 +62,7 @@ def route_table(app: FastAPI) -> list[tuple[str, set[str]]]:
     try:
         from fastapi.routing import iter_route_contexts
     except ImportError:  # older FastAPI: app.routes is already flat
-        return [(r.path, set(r.methods or ())) for r in app.routes if hasattr(r, "path")]
+        return [(r.path, set(getattr(r, "methods", None) or ())) for r in app.routes if hasattr(r, "path")]
     return [(c.path, set(c.methods or ())) for c in iter_route_contexts(app.routes) if c.path]
 
 

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Iterable
 
 from sqlalchemy import func
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from afpbench.workers.celery_app import QUEUES
 from afpbench.workers.settings import Settings
@@ -54,7 +54,7 @@ class Exposition:
 
 def _sweeps_of_interest(session: Session) -> list[Sweep]:
     running = session.exec(select(Sweep).where(Sweep.status == SweepStatus.running)).all()
-    recent = session.exec(select(Sweep).order_by(Sweep.created_at.desc()).limit(RECENT_SWEEPS)).all()
+    recent = session.exec(select(Sweep).order_by(col(Sweep.created_at).desc()).limit(RECENT_SWEEPS)).all()
     return list({s.id: s for s in [*running, *recent]}.values())
 
 
@@ -64,19 +64,19 @@ def _sql_families(out: Exposition) -> None:
         ids = [s.id for s in sweeps]
         cells = session.execute(
             select(Cell.sweep_id, Cell.phase, Cell.state, func.count())
-            .where(Cell.sweep_id.in_(ids))
-            .group_by(Cell.sweep_id, Cell.phase, Cell.state)
+            .where(col(Cell.sweep_id).in_(ids))
+            .group_by(Cell.sweep_id, Cell.phase, col(Cell.state))
         ).all()
-        joined = select(Cell.sweep_id).join(Attempt, Attempt.cell_id == Cell.id).where(Cell.sweep_id.in_(ids))
+        joined = select(Cell.sweep_id).join(Attempt, col(Attempt.cell_id) == Cell.id).where(col(Cell.sweep_id).in_(ids))
         outcomes = session.execute(
-            joined.add_columns(Attempt.outcome, func.count()).group_by(Cell.sweep_id, Attempt.outcome)
+            joined.add_columns(col(Attempt.outcome), func.count()).group_by(Cell.sweep_id, Attempt.outcome)
         ).all()
         per_cell = session.execute(
-            joined.add_columns(func.count(Attempt.id), func.count(func.distinct(Attempt.cell_id)))
+            joined.add_columns(func.count(col(Attempt.id)), func.count(func.distinct(Attempt.cell_id)))
             .group_by(Cell.sweep_id)
         ).all()
         limited = session.execute(
-            joined.add_columns(func.count()).where(Attempt.http_status == 429).group_by(Cell.sweep_id)
+            joined.add_columns(func.count()).where(col(Attempt.http_status) == 429).group_by(Cell.sweep_id)
         ).all()
     info = [{"sweep": s.id, "name": s.name, "status": s.status, "simulated": str(s.simulated).lower()}
             for s in sweeps]
@@ -139,8 +139,8 @@ def render_metrics(settings: Settings) -> str:
     sources = [("database", lambda: _sql_families(out))]
     if settings.broker_url.startswith(("redis://", "rediss://")):
         sources.append(("broker", lambda: _broker_families(out, settings.broker_url)))
-    if settings.limiter_redis_url:
-        sources.append(("limiter", lambda: _limiter_families(out, settings.limiter_redis_url)))
+    if limiter_url := settings.limiter_redis_url:
+        sources.append(("limiter", lambda: _limiter_families(out, limiter_url)))
     for name, collect in sources:
         try:
             collect()

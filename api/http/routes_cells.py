@@ -6,20 +6,20 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
 from sqlalchemy import func, or_
-from sqlmodel import select
+from sqlmodel import col, select
 
 from afpbench.api.http.deps import Authorized, CellId, Limit, Offset, SessionDep, not_found
 from afpbench.api.http.schemas import CellPage, CellSummary, RunRecord
 from afpbench.scoring.states import ResultState
 from afpbench.workers.results.records import run_record
-from afpbench.workers.store.models import Cell, Phase, Sweep
+from afpbench.workers.store.models import Cell, Phase, Sweep, saved_id
 
 router = APIRouter(tags=["cells"], dependencies=Authorized)
 
 
 def _summary(c: Cell) -> CellSummary:
     return CellSummary(
-        id=c.id, sweep_id=c.sweep_id, model=c.model_label, model_hash=c.model_hash, provider=c.provider,
+        id=saved_id(c.id), sweep_id=c.sweep_id, model=c.model_label, model_hash=c.model_hash, provider=c.provider,
         condition=c.condition, fixture_id=c.fixture_id, fixture_version=c.fixture_version, repeat=c.repeat,
         high_risk=c.high_risk, phase=c.phase, state=c.state, state_reason=c.state_reason, attempts=c.attempts,
         updated_at=c.updated_at,
@@ -55,9 +55,9 @@ def list_cells(
         if version:
             where.append(Cell.fixture_version == version)
     if model is not None:
-        where.append(or_(Cell.model_label == model, Cell.model_hash == model))
+        where.append(or_(col(Cell.model_label) == model, col(Cell.model_hash) == model))
     total = session.exec(select(func.count()).select_from(Cell).where(*where)).one()
-    rows = session.exec(select(Cell).where(*where).order_by(Cell.id).offset(offset).limit(limit)).all()
+    rows = session.exec(select(Cell).where(*where).order_by(col(Cell.id)).offset(offset).limit(limit)).all()
     return CellPage(total=total, limit=limit, offset=offset, items=[_summary(c) for c in rows])
 
 

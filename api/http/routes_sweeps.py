@@ -7,7 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, Request, Response, status
 from sqlalchemy import func
-from sqlmodel import select
+from sqlmodel import col, select
 
 from afpbench.api.http.deps import Authorized, Limit, Offset, SessionDep, not_found, unprocessable
 from afpbench.api.http.posted_spec import PostedSweepSpec
@@ -96,7 +96,7 @@ def list_sweeps(session: SessionDep, limit: Limit = 50, offset: Offset = 0,
     where = [Sweep.status == status_filter] if status_filter else []
     total = session.exec(select(func.count()).select_from(Sweep).where(*where)).one()
     rows = session.exec(
-        select(Sweep).where(*where).order_by(Sweep.created_at.desc(), Sweep.id).offset(offset).limit(limit)
+        select(Sweep).where(*where).order_by(col(Sweep.created_at).desc(), Sweep.id).offset(offset).limit(limit)
     ).all()
     return SweepPage(total=total, limit=limit, offset=offset, items=[_summary_of(r) for r in rows])
 

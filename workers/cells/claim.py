@@ -16,7 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import Connection, bindparam, insert, or_, select, update
+from sqlalchemy import Connection, Table, bindparam, insert, inspect, or_, select, update
+from sqlmodel import SQLModel
 
 from afpbench.scoring.states import ResultState
 from afpbench.workers.settings import get_settings

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from sqlalchemy import func
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import select
+from sqlmodel import col, select
 
 from afpbench.workers.store.db import session_scope, transaction
 from afpbench.workers.store.models import Aggregate, Cell, Phase, Sweep, SweepStatus, utcnow
@@ -22,7 +22,7 @@ def open_cells(session, sweep_id: str) -> int:
 def any_open(session, sweep_id: str) -> bool:
     """Cheap on the per-task path: index seeks on (sweep_id, phase) for each open phase, first row only.
     (`phase != done` would walk every done cell of the sweep first: quadratic over a big sweep.)"""
-    q = select(Cell.id).where(Cell.sweep_id == sweep_id, Cell.phase.in_(OPEN_PHASES)).limit(1)
+    q = select(Cell.id).where(Cell.sweep_id == sweep_id, col(Cell.phase).in_(OPEN_PHASES)).limit(1)
     return session.execute(q).first() is not None  # an ORM session or a Core connection
 
 
@@ -40,6 +40,8 @@ def claim_aggregate(sweep_id: str, worker: str) -> bool:
         with session_scope() as session:
             session.add(Aggregate(sweep_id=sweep_id, claimed_by=worker))
             sweep = session.get(Sweep, sweep_id)
+            # The flush before this read inserted the Aggregate row, whose foreign key needs the sweep.
+            assert sweep is not None, f"the aggregate row of {sweep_id!r} references an existing sweep"
             if sweep.status == SweepStatus.running:
                 sweep.status = SweepStatus.complete
                 sweep.finished_at = utcnow()

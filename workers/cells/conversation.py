@@ -129,7 +129,7 @@ def converse(
     adapter = adapter_for(model.provider)
     limiter = get_limiter()
     pool = pool_of(endpoint)
-    messages = prompt.messages()
+    messages: list[dict] = prompt.messages()  # later rounds add assistant turns with tool calls
     rounds: list[dict] = []
     tool_records: list[dict] = []
     tokens = {"input": 0, "output": 0, "cached": 0, "reasoning": 0, "latency_ms": 0.0}

@@ -14,7 +14,7 @@ import threading
 import time
 
 from sqlalchemy import func, update
-from sqlmodel import select
+from sqlmodel import col, select
 
 from afpbench.workers.celery_app import EXECUTE, SCORE, publish
 from afpbench.workers.providers.families import exec_queue, provider
@@ -66,10 +66,10 @@ def release(sweep_id: str) -> int:
         status = session.exec(select(Sweep.status).where(Sweep.id == sweep_id)).first()
         if status is None or status == SweepStatus.cancelled:
             return 0
-        busy = dict(
+        busy: dict[str, int] = dict(
             session.execute(
                 select(Cell.model_hash, func.count())
-                .where(Cell.sweep_id == sweep_id, Cell.phase.in_([Phase.queued, Phase.executing]))
+                .where(Cell.sweep_id == sweep_id, col(Cell.phase).in_([Phase.queued, Phase.executing]))
                 .group_by(Cell.model_hash)
             ).all()
         )
@@ -85,7 +85,7 @@ def release(sweep_id: str) -> int:
                         Cell.model_hash == model.model_hash,
                         Cell.phase == Phase.pending,
                     )
-                    .order_by(Cell.id)
+                    .order_by(col(Cell.id))
                     .limit(room)
                 )
             )
@@ -93,7 +93,7 @@ def release(sweep_id: str) -> int:
                 continue
             moved = session.execute(
                 update(Cell)
-                .where(Cell.id.in_(ids), Cell.phase == Phase.pending)
+                .where(col(Cell.id).in_(ids), col(Cell.phase) == Phase.pending)
                 .values(phase=Phase.queued, updated_at=utcnow())
                 .returning(*_LABEL_COLUMNS)
             ).all()

@@ -77,7 +77,7 @@ class Finished:
 ExecutionDecision = ScoreNext | RetryLater | Finished
 
 
-def _model_of(inputs: SweepInputs, cell: Cell) -> ModelSpec:
+def _model_of(inputs: SweepInputs, cell: CellRow) -> ModelSpec:
     for m in inputs.spec.models:
         if m.model_hash == cell.model_hash:
             return m

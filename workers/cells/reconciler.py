@@ -16,7 +16,7 @@ from afpbench.workers.cells.dispatch import release, resend
 from afpbench.workers.cells.finish import finish_if_done, resend_aggregate
 from afpbench.workers.settings import get_settings
 from afpbench.workers.store.db import session_scope
-from afpbench.workers.store.models import Aggregate, Cell, Phase, Sweep, SweepStatus, utcnow
+from afpbench.workers.store.models import Aggregate, Cell, Phase, Sweep, SweepStatus, saved_id, utcnow
 
 
 def _stale_threshold() -> timedelta:
@@ -31,12 +31,12 @@ def stuck_cells(sweep_id: str, older_than: timedelta) -> list[tuple[int, str, st
         rows = session.exec(
             select(Cell).where(
                 Cell.sweep_id == sweep_id,
-                Cell.phase.in_([Phase.queued, Phase.executing, Phase.awaiting_score, Phase.scoring]),
+                col(Cell.phase).in_([Phase.queued, Phase.executing, Phase.awaiting_score, Phase.scoring]),
                 Cell.updated_at < cutoff,
             )
         ).all()
         return [
-            (c.id, c.provider, c.phase)
+            (saved_id(c.id), c.provider, c.phase)
             for c in rows
             if (c.lease_until is None or c.lease_until < now) and (c.not_before is None or c.not_before < now)
         ]
@@ -55,7 +55,7 @@ def expire_overlong_leases(sweep_id: str) -> int:
     now = utcnow()
     horizon = now + timedelta(seconds=get_settings().lease_expiry_s)
     with session_scope() as session:
-        res = session.execute(
+        res = session.exec(
             update(Cell)
             .where(
                 Cell.sweep_id == sweep_id,
@@ -99,7 +99,7 @@ def unfinished_aggregates(older_than: timedelta) -> list[str]:
     cutoff = utcnow() - older_than
     with session_scope() as session:
         return list(session.exec(
-            select(Aggregate.sweep_id).where(Aggregate.finished_at.is_(None), Aggregate.claimed_at < cutoff)
+            select(Aggregate.sweep_id).where(col(Aggregate.finished_at).is_(None), Aggregate.claimed_at < cutoff)
         ))
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-from sqlmodel import select
+from sqlmodel import col, select
 
 from afpbench.scoring.states import ResultState
 from afpbench.scoring.verdict import HumanDecision, PassRule, apply_human_decision
@@ -45,7 +45,7 @@ def list_disputes(sweep_id: str | None = None) -> list[dict]:
                 "repeat": c.repeat,
                 "reason": c.state_reason,
             }
-            for c in session.exec(q.order_by(Cell.id))
+            for c in session.exec(q.order_by(col(Cell.id)))
         ]
 
 
@@ -122,7 +122,7 @@ def decide(
 
 def _judged_attempt(session, cell_id: int) -> int | None:
     latest = session.exec(
-        select(Result).where(Result.cell_id == cell_id).order_by(Result.scoring_run.desc()).limit(1)
+        select(Result).where(Result.cell_id == cell_id).order_by(col(Result.scoring_run).desc()).limit(1)
     ).first()
     attempt_id = (latest.details or {}).get("attempt_id") if latest else None
     return attempt_id if isinstance(attempt_id, int) else None
@@ -131,10 +131,10 @@ def _judged_attempt(session, cell_id: int) -> int | None:
 def history(cell_id: int) -> dict:
     with session_scope() as session:
         results = session.exec(
-            select(Result).where(Result.cell_id == cell_id).order_by(Result.scoring_run)
+            select(Result).where(Result.cell_id == cell_id).order_by(col(Result.scoring_run))
         ).all()
         decisions = session.exec(
-            select(Adjudication).where(Adjudication.cell_id == cell_id).order_by(Adjudication.id)
+            select(Adjudication).where(Adjudication.cell_id == cell_id).order_by(col(Adjudication.id))
         ).all()
         return {
             "results": [r.model_dump(mode="json") for r in results],

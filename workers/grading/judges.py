@@ -122,6 +122,7 @@ def judge_round(
                 infra_errors += 1
                 session.add(row(judge, None, None, f"{CALL_FAILED}: {error}"))
                 continue
+            assert raw is not None, "call_judge returns either a text or an error"
             parsed = read_judgement(raw, fatal_ids, response)
             if isinstance(parsed, Judgement):
                 session.add(row(judge, raw, _judgement_json(parsed), None))

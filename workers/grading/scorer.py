@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from sqlalchemy import ColumnElement, func, or_, update
 from sqlmodel import Session, col, select
@@ -59,8 +60,9 @@ def _claim(session: Session, cell_id: int, worker: str) -> str | None:
     res = session.execute(
         update(Cell)
         .where(
-            Cell.id == cell_id,
-            or_(Cell.phase == Phase.awaiting_score, (Cell.phase == Phase.scoring) & (Cell.lease_until < now)),
+            col(Cell.id) == cell_id,
+            or_(col(Cell.phase) == Phase.awaiting_score,
+                (col(Cell.phase) == Phase.scoring) & (col(Cell.lease_until) < now)),
         )
         .values(
             phase=Phase.scoring, lease_owner=owner,
@@ -75,6 +77,13 @@ def _still_ours(cell_id: int, owner: str) -> ColumnElement[bool]:
     return (Cell.id == cell_id) & (Cell.phase == Phase.scoring) & (Cell.lease_owner == owner)
 
 
+def _cell(session: Session, cell_id: int) -> Cell:
+    cell = session.get(Cell, cell_id)
+    if cell is None:
+        raise RecordNotFound(f"no cell with id {cell_id}")
+    return cell
+
+
 def next_scoring_run(session: Session, cell_id: int) -> int:
     current = session.exec(select(func.max(Result.scoring_run)).where(Result.cell_id == cell_id)).one()
     return (current or 0) + 1
@@ -82,8 +91,9 @@ def next_scoring_run(session: Session, cell_id: int) -> int:
 
 def score_cell(cell_id: int, worker: str) -> Scored | RejudgeLater | NotScored:
     with session_scope() as session:
-        cell = session.get(Cell, cell_id)
+        cell = _cell(session, cell_id)
         if cell.phase == Phase.done:
+            assert cell.state is not None, f"cell {cell_id} is done, so it has a result state"
             return Scored(cell.state)
         # As execute does: after a cancel no judge is paid for; the cell keeps its phase for resume.
         status = session.exec(select(Sweep.status).where(Sweep.id == cell.sweep_id)).one()
@@ -162,17 +172,20 @@ def evidence_for(
 def score_answer(
     session: Session, cell_id: int, judges: list[ModelSpec] | None = None
 ) -> tuple[Verdict, dict, int]:
-    cell = session.get(Cell, cell_id)
+    cell = _cell(session, cell_id)
     inputs = inputs_for(session, cell.sweep_id)
     judges = inputs.spec.judges if judges is None else judges
     attempt = session.exec(
-        select(Attempt).where(Attempt.cell_id == cell_id).order_by(Attempt.number.desc(), Attempt.id.desc())
+        select(Attempt).where(Attempt.cell_id == cell_id).order_by(col(Attempt.number).desc(), col(Attempt.id).desc())
     ).first()
+    if attempt is None:
+        raise RecordNotFound(f"cell {cell_id} has no attempt to score")
     run = next_scoring_run(session, cell_id)
     ev = evidence_for(inputs, validity_for(session, cell.sweep_id), cell.fixture_id, attempt.id,
                       attempt.output_text, attempt.tool_calls, attempt.outcome)
     originated = ev.untraceable  # the ladder's originated figures, less those verbatim in the evidence
-    rules = {"pass_rule": ev.pass_rule, "dispute_rule": ev.dispute_rule}
+    rules: dict[str, Any] = {"pass_rule": ev.pass_rule, "dispute_rule": ev.dispute_rule}
+    judgements: list[Judgement]
     judgements, failures = ([], 0)
     if ev.validity.passed:
         judgements, failures = judge_round(session, cell, inputs, judges, ev.response, originated, run, 1)
@@ -217,7 +230,7 @@ def done_values(verdict: Verdict) -> dict:
 
 
 def write_result(session: Session, cell_id: int, run: int, verdict: Verdict, details: dict) -> Result:
-    cell = session.get(Cell, cell_id)
+    cell = _cell(session, cell_id)
     row = result_row(cell_id, cell.sweep_id, run, verdict, details)
     session.add(row)
     for column, value in done_values(verdict).items():

@@ -173,7 +173,7 @@ class AnthropicAdapter(Adapter):
                 secrets,
                 error=error_line(status, None, bad or "JSON body is not an object", secrets),
             )
-        fields = dict(served_model=body.get("model"), usage=_usage(body), request_id=body.get("id"))
+        fields: dict[str, Any] = dict(served_model=body.get("model"), usage=_usage(body), request_id=body.get("id"))
         content = body.get("content")
         stop = body.get("stop_reason")
         if not isinstance(content, list) or (not content and stop not in _ANSWER_STOPS | {"refusal"}):
@@ -238,7 +238,7 @@ class AnthropicAdapter(Adapter):
         err_type = err.get("type") if isinstance(err, dict) else None
         snippet = body_snippet(body_text, secrets=secrets) if body_text else None
         message = err.get("message") if isinstance(err, dict) else snippet
-        outcome = _TYPE_CLASS.get(err_type) if (status < 300 or err_type == "overloaded_error") else None
+        outcome = _TYPE_CLASS.get(err_type or "") if (status < 300 or err_type == "overloaded_error") else None
         outcome = outcome or status_class(status) or OutcomeClass.infra_error
         if err_type == "billing_error" or (
             err_type in ("invalid_request_error", "permission_error") and is_billing_message(message)

@@ -169,8 +169,8 @@ def retry_after_from(
     if body_hint is not None:
         return body_hint
     if outcome is OutcomeClass.rate_limited:
-        resets = [parse_duration(v) for k, v in norm.items() if k.startswith("x-ratelimit-reset-")]
-        resets = [r for r in resets if r is not None]
+        durations = [parse_duration(v) for k, v in norm.items() if k.startswith("x-ratelimit-reset-")]
+        resets = [r for r in durations if r is not None]
         if resets:
             return max(resets)
     return None

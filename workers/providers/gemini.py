@@ -204,7 +204,7 @@ class GeminiAdapter(Adapter):
                 secrets,
                 error=error_line(status, None, bad or "JSON body is not an object", secrets),
             )
-        fields = dict(
+        fields: dict[str, Any] = dict(
             served_model=body.get("modelVersion"), usage=_usage(body), request_id=body.get("responseId")
         )
         block = (body.get("promptFeedback") or {}).get("blockReason")

@@ -171,7 +171,7 @@ class OpenAICompatAdapter(Adapter):
                 secrets,
                 error=error_line(status, None, reason, secrets),
             )
-        fields = dict(served_model=body.get("model"), usage=_usage(body), request_id=body.get("id"))
+        fields: dict[str, Any] = dict(served_model=body.get("model"), usage=_usage(body), request_id=body.get("id"))
         prompt_blocked = any(
             _filtered(p.get("content_filter_results"))
             for p in body.get("prompt_filter_results") or []

@@ -11,9 +11,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Literal
 
-from sqlalchemy import ColumnElement, case, exists, func
+from sqlalchemy import ColumnElement, case, exists, func, select
 from sqlalchemy.orm import aliased
-from sqlmodel import Session, select
+from sqlmodel import Session, col
 
 from afpbench.scoring.balance import exclusion_balance, outcome_counts
 from afpbench.scoring.measures import COST_RULE, MEANS, ScoredGroup, Sum, TokenCounts, score_summary, token_cost
@@ -167,9 +167,9 @@ def _compute(session: Session, sweep: Sweep, interim: bool | None) -> SweepSumma
 
 def _state_rows(session: Session, sweep_id: str) -> list[StateRow]:
     """Cells counted by model, condition, fixture, phase and state."""
-    cols = (Cell.model_hash, Cell.condition, Cell.fixture_id, Cell.fixture_version, Cell.high_risk,
-            Cell.phase, Cell.state)
-    q = select(*cols, func.count().label("cells")).where(Cell.sweep_id == sweep_id).group_by(*cols)
+    cols = (col(Cell.model_hash), col(Cell.condition), col(Cell.fixture_id), col(Cell.fixture_version),
+            col(Cell.high_risk), col(Cell.phase), col(Cell.state))
+    q = select(*cols, func.count().label("cells")).where(col(Cell.sweep_id) == sweep_id).group_by(*cols)
     return [StateRow(model_hash=r.model_hash, condition=r.condition, fixture_id=r.fixture_id,
                      fixture_version=r.fixture_version, high_risk=bool(r.high_risk), done=r.phase == Phase.done,
                      state=r.state, cells=r.cells)
@@ -184,7 +184,7 @@ def is_latest_result() -> ColumnElement[bool]:
     scoring_run) unique index, so every plan is an index lookup per row, even before the planner
     has statistics (a grouped max() subquery joined back can go quadratic on a fresh PostgreSQL)."""
     newer = aliased(Result)
-    return ~exists().where(newer.cell_id == Result.cell_id, newer.scoring_run > Result.scoring_run)
+    return ~exists().where(col(newer.cell_id) == Result.cell_id, col(newer.scoring_run) > Result.scoring_run)
 
 
 def _scored_groups(session: Session, sweep_id: str) -> list[ScoredGroup]:
@@ -193,17 +193,18 @@ def _scored_groups(session: Session, sweep_id: str) -> list[ScoredGroup]:
     output-token sum and count."""
     newest = aliased(Attempt)
     judged = func.coalesce(Result.details["attempt_id"].as_integer(),
-                           select(func.max(newest.id)).where(newest.cell_id == Cell.id).scalar_subquery())
+                           select(func.max(newest.id)).where(col(newest.cell_id) == Cell.id).scalar_subquery())
     sums = [agg(getattr(Result, name)).label(f"{name}_{kind}")
             for name in MEANS for kind, agg in (("sum", func.sum), ("n", func.count))]
-    keys = (Cell.model_hash, Cell.condition, Cell.state, Result.fatal_criterion)
+    keys = (col(Cell.model_hash), col(Cell.condition), col(Cell.state), col(Result.fatal_criterion))
     q = (select(*keys, func.count().label("cells"), *sums,
                 func.sum(Attempt.output_tokens).label("tokens_sum"),
-                func.count(Attempt.output_tokens).label("tokens_n"))
+                func.count(col(Attempt.output_tokens)).label("tokens_n"))
          .select_from(Cell)
-         .join(Result, Result.cell_id == Cell.id)
-         .outerjoin(Attempt, Attempt.id == judged)
-         .where(Cell.sweep_id == sweep_id, Cell.phase == Phase.done, Cell.state.in_(SCORED), is_latest_result())
+         .join(Result, col(Result.cell_id) == Cell.id)
+         .outerjoin(Attempt, col(Attempt.id) == judged)
+         .where(col(Cell.sweep_id) == sweep_id, col(Cell.phase) == Phase.done, col(Cell.state).in_(SCORED),
+                is_latest_result())
          .group_by(*keys))
     out = []
     for r in session.execute(q).all():
@@ -219,9 +220,9 @@ def _scored_groups(session: Session, sweep_id: str) -> list[ScoredGroup]:
 def _cost(session: Session, sweep_id: str, models: dict[str, ModelSpec], labels: dict[str, str]) -> Cost:
     kinds = {"input": Attempt.input_tokens, "output": Attempt.output_tokens, "cached": Attempt.cached_tokens,
              "reasoning": Attempt.reasoning_tokens}
-    q = (select(Cell.model_hash, func.count(Attempt.id).label("attempts"),
-                *[func.coalesce(func.sum(col), 0).label(kind) for kind, col in kinds.items()])
-         .join(Cell, Cell.id == Attempt.cell_id).where(Cell.sweep_id == sweep_id).group_by(Cell.model_hash))
+    q = (select(col(Cell.model_hash), func.count(col(Attempt.id)).label("attempts"),
+                *[func.coalesce(func.sum(column), 0).label(kind) for kind, column in kinds.items()])
+         .join(Cell, col(Cell.id) == Attempt.cell_id).where(col(Cell.sweep_id) == sweep_id).group_by(Cell.model_hash))
     rows = []
     for r in session.execute(q).all():
         row = r._mapping
@@ -241,10 +242,10 @@ def _pair_units(session: Session, sweep_id: str, conditions: list[str]) -> list[
     """Matched units (model, fixture, version, repeat) with each condition's scored state, counted by
     (model_hash, state under each condition). One GROUP BY over the cell table, no self-join: the
     plan cannot turn quadratic, whatever the planner's statistics."""
-    per_condition = [func.max(case((Cell.condition == c, Cell.state))).label(f"s_{c}") for c in conditions]
-    units = (select(Cell.model_hash, *per_condition)
-             .where(Cell.sweep_id == sweep_id, Cell.phase == Phase.done, Cell.state.in_(SCORED))
-             .group_by(Cell.model_hash, Cell.fixture_id, Cell.fixture_version, Cell.repeat)
+    per_condition = [func.max(case((col(Cell.condition) == c, Cell.state))).label(f"s_{c}") for c in conditions]
+    units = (select(col(Cell.model_hash), *per_condition)
+             .where(col(Cell.sweep_id) == sweep_id, col(Cell.phase) == Phase.done, col(Cell.state).in_(SCORED))
+             .group_by(Cell.model_hash, Cell.fixture_id, Cell.fixture_version, col(Cell.repeat))
              .subquery())
     cols = [units.c.model_hash, *[units.c[f"s_{c}"] for c in conditions]]
     q = select(*cols, func.count().label("units")).group_by(*cols)

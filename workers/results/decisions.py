@@ -8,14 +8,14 @@ changed from, whether it was an override and why (workers/grading/adjudication.p
 from __future__ import annotations
 
 from sqlalchemy import func
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from afpbench.workers.results.summary import HumanDecisionEntry
-from afpbench.workers.store.models import Adjudication, Cell, Result, as_utc
+from afpbench.workers.store.models import Adjudication, Cell, Result, as_utc, saved_id
 
 
 def decision_count(session: Session, sweep_id: str) -> int:
-    q = select(func.count(Adjudication.id)).join(Cell, Cell.id == Adjudication.cell_id).where(
+    q = select(func.count(col(Adjudication.id))).join(Cell, col(Cell.id) == Adjudication.cell_id).where(
         Cell.sweep_id == sweep_id)
     return int(session.exec(q).one())
 
@@ -23,15 +23,16 @@ def decision_count(session: Session, sweep_id: str) -> int:
 def human_decisions(session: Session, sweep_id: str) -> list[HumanDecisionEntry]:
     """Every human decision on the sweep's cells, oldest first."""
     rows = session.exec(
-        select(Adjudication, Cell).join(Cell, Cell.id == Adjudication.cell_id)
-        .where(Cell.sweep_id == sweep_id).order_by(Adjudication.id)
+        select(Adjudication, Cell).join(Cell, col(Cell.id) == Adjudication.cell_id)
+        .where(Cell.sweep_id == sweep_id).order_by(col(Adjudication.id))
     ).all()
     details = _result_details(session, sweep_id)
     out = []
     for adjudication, cell in rows:
-        d = details.get(adjudication.id, {})
+        d = details.get(saved_id(adjudication.id), {})
         out.append(HumanDecisionEntry(
-            adjudication_id=adjudication.id, cell_id=cell.id, model=cell.model_label, condition=cell.condition,
+            adjudication_id=saved_id(adjudication.id), cell_id=saved_id(cell.id), model=cell.model_label,
+            condition=cell.condition,
             fixture=f"{cell.fixture_id}@{cell.fixture_version}", repeat=cell.repeat,
             from_state=d.get("from_state"), to_state=adjudication.state, override=bool(d.get("override")),
             reviewer=adjudication.reviewer, reason=d.get("reason") or adjudication.note,

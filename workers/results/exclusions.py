@@ -21,7 +21,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from sqlalchemy import func
-from sqlmodel import select
+from sqlmodel import col, select
 
 from afpbench.scoring.states import ResultState
 from afpbench.workers.grading.judges import CALL_FAILED
@@ -71,11 +71,11 @@ def configuration_exclusions(sweep_id: str) -> Exclusions:
         ).all()
         unjudged = session.exec(
             select(Cell.model_label, func.count(func.distinct(Cell.id)))
-            .join(Judgement, Judgement.cell_id == Cell.id)
+            .join(Judgement, col(Judgement.cell_id) == Cell.id)
             .where(
                 Cell.sweep_id == sweep_id,
                 Cell.state == ResultState.GRADER_DISPUTE.value,
-                Judgement.parse_error.startswith(CALL_FAILED),
+                col(Judgement.parse_error).startswith(CALL_FAILED),
             )
             .group_by(Cell.model_label)
         ).all()

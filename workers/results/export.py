@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from sqlalchemy import and_
-from sqlmodel import Session, select
+from sqlalchemy import and_, select
+from sqlmodel import Session, col
 
 from afpbench.fixtures.schema import DIMENSIONS
 from afpbench.reference.loader import protocol
@@ -168,20 +168,22 @@ def _csv(header: list[str], rows: Iterable[Sequence[object]]) -> str:
 
 def _scores_csv(session: Session, sweep_id: str) -> str:
     dims = [getattr(Result, d) for d in DIMENSIONS]
-    q = (select(Cell.id, Cell.model_label, Cell.condition, Cell.fixture_id, Cell.fixture_version, Cell.repeat,
-                Cell.state, Result.scoring_run, *dims, Result.total, Result.fatal_criterion)
+    q = (select(col(Cell.id), col(Cell.model_label), col(Cell.condition), col(Cell.fixture_id),
+                col(Cell.fixture_version), col(Cell.repeat), col(Cell.state), col(Result.scoring_run), *dims,
+                col(Result.total), col(Result.fatal_criterion))
          .select_from(Cell)
-         .outerjoin(Result, and_(Result.cell_id == Cell.id, is_latest_result()))
-         .where(Cell.sweep_id == sweep_id).order_by(Cell.id))
+         .outerjoin(Result, and_(col(Result.cell_id) == Cell.id, is_latest_result()))
+         .where(col(Cell.sweep_id) == sweep_id).order_by(col(Cell.id)))
     header = ["cell_id", "model", "condition", "fixture_id", "fixture_version", "repeat", "state", "scoring_run",
               *DIMENSIONS, "total", "fatal_criterion"]
     return _csv(header, ([("" if v is None else v) for v in row] for row in session.execute(q)))
 
 
 def _excluded_csv(session: Session, sweep_id: str) -> str:
-    q = (select(Cell.id, Cell.model_label, Cell.condition, Cell.fixture_id, Cell.fixture_version, Cell.repeat,
-                Cell.state, Cell.attempts, Cell.state_reason)
-         .where(Cell.sweep_id == sweep_id, Cell.state.in_(EXCLUDED)).order_by(Cell.state, Cell.id))
+    q = (select(col(Cell.id), col(Cell.model_label), col(Cell.condition), col(Cell.fixture_id),
+                col(Cell.fixture_version), col(Cell.repeat), col(Cell.state), col(Cell.attempts),
+                col(Cell.state_reason))
+         .where(col(Cell.sweep_id) == sweep_id, col(Cell.state).in_(EXCLUDED)).order_by(col(Cell.state), col(Cell.id)))
     header = ["cell_id", "model", "condition", "fixture_id", "fixture_version", "repeat", "state", "attempts",
               "reason"]
     return _csv(header, ([("" if v is None else v) for v in row] for row in session.execute(q)))

@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterator
 from datetime import datetime
 
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from afpbench.fixtures.schema import DIMENSIONS
 from afpbench.workers.errors import RecordNotFound, SpecError
@@ -36,7 +36,7 @@ from afpbench.workers.results.record_model import (
     TokenUsage,
 )
 from afpbench.workers.settings import get_settings
-from afpbench.workers.store.models import Adjudication, Attempt, Cell, Judgement, Result, Sweep, as_utc
+from afpbench.workers.store.models import Adjudication, Attempt, Cell, Judgement, Result, Sweep, as_utc, saved_id
 from afpbench.workers.sweeps.spec import parse_spec
 
 __all__ = ["RunRecord", "known_secret_values", "records_jsonl", "run_record"]
@@ -130,13 +130,16 @@ def _model_names(sweep: Sweep) -> dict[str, str]:
 def _history(session: Session, cell_ids: list[int]) -> dict[int, History]:
     """Attempts, results, judgements and adjudications of the given cells, oldest first."""
     out: dict[int, History] = {cid: ([], [], [], []) for cid in cell_ids}
-    for a in session.exec(select(Attempt).where(Attempt.cell_id.in_(cell_ids)).order_by(Attempt.number, Attempt.id)):
+    for a in session.exec(select(Attempt).where(col(Attempt.cell_id).in_(cell_ids))
+                          .order_by(col(Attempt.number), col(Attempt.id))):
         out[a.cell_id][0].append(a)
-    for r in session.exec(select(Result).where(Result.cell_id.in_(cell_ids)).order_by(Result.scoring_run, Result.id)):
+    for r in session.exec(select(Result).where(col(Result.cell_id).in_(cell_ids))
+                          .order_by(col(Result.scoring_run), col(Result.id))):
         out[r.cell_id][1].append(r)
-    for j in session.exec(select(Judgement).where(Judgement.cell_id.in_(cell_ids)).order_by(Judgement.id)):
+    for j in session.exec(select(Judgement).where(col(Judgement.cell_id).in_(cell_ids)).order_by(col(Judgement.id))):
         out[j.cell_id][2].append(j)
-    for d in session.exec(select(Adjudication).where(Adjudication.cell_id.in_(cell_ids)).order_by(Adjudication.id)):
+    for d in session.exec(select(Adjudication).where(col(Adjudication.cell_id).in_(cell_ids))
+                          .order_by(col(Adjudication.id))):
         out[d.cell_id][3].append(d)
     return out
 
@@ -152,7 +155,7 @@ def _record(sweep: Sweep, model_names: dict[str, str], cell: Cell, attempts: lis
     grader_prompt = (GraderPromptFile(sha256=prompt_hashes, text_file=judge_prompt_file) if judge_prompt_file else
                      GraderPromptText(sha256=prompt_hashes, text=(sweep.inputs or {}).get("judge_prompt")))
     return RunRecord(
-        cell_id=cell.id,
+        cell_id=saved_id(cell.id),
         cell_key=cell.key,
         sweep_id=sweep.id,
         seal_hash=sweep.seal_hash,
@@ -220,14 +223,14 @@ def records_jsonl(session: Session, sweep_id: str, batch: int = 500,
     model_names = _model_names(sweep)
     last_id = 0
     while True:
-        cells = list(session.exec(select(Cell).where(Cell.sweep_id == sweep_id, Cell.id > last_id)
-                                  .order_by(Cell.id).limit(batch)))
+        cells = list(session.exec(select(Cell).where(Cell.sweep_id == sweep_id, col(Cell.id) > last_id)
+                                  .order_by(col(Cell.id)).limit(batch)))
         if not cells:
             return
-        history = _history(session, [c.id for c in cells])
+        history = _history(session, [saved_id(c.id) for c in cells])
         for cell in cells:
-            record = _record(sweep, model_names, cell, *history[cell.id], judge_prompt_file=judge_prompt_file)
+            record = _record(sweep, model_names, cell, *history[saved_id(cell.id)], judge_prompt_file=judge_prompt_file)
             line = json.dumps(record.model_dump(mode="json"), ensure_ascii=False, sort_keys=True)
             yield mask_known(line, secrets)
-        last_id = cells[-1].id
+        last_id = saved_id(cells[-1].id)
         session.expunge_all()

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from contextlib import ExitStack
 from urllib.parse import urlparse
 
+from afpbench.workers.errors import SettingsError
 from afpbench.workers.settings import Settings
 from afpbench.workers.sim.faults import FaultConfig
 from afpbench.workers.sim.server import SimConfig, SimServer
@@ -33,8 +34,11 @@ def start_local_sim(stack: ExitStack, settings: Settings) -> str:
         log.info("simulated model server on %s", server.base_url)
         return server.base_url
     parsed = urlparse(settings.sim_url)
+    if not parsed.hostname:
+        raise SettingsError(f"AFP_SIM_URL {settings.sim_url!r} names no host (expected http://host:port/v1)")
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)  # the port the URL implies
     try:
-        stack.enter_context(SimServer(config, parsed.hostname, parsed.port).start())
+        stack.enter_context(SimServer(config, parsed.hostname, port).start())
     except OSError:
         log.info("using the simulated model server already listening at %s", settings.sim_url)
     return settings.sim_url

@@ -28,6 +28,13 @@ def as_utc(moment: datetime) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
+def saved_id(row_id: int | None) -> int:
+    """The primary key of a row read from the database (or flushed to it). The models type `id` as
+    optional only because a new instance has none until it is inserted."""
+    assert row_id is not None, "a row from the database has a primary key"
+    return row_id
+
+
 class Phase(StrEnum):
     pending = "pending"  # row exists, not yet released to the queue
     queued = "queued"  # message sent

@@ -11,7 +11,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from sqlalchemy import func, insert
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from afpbench.scoring.render import render
 from afpbench.scoring.states import ResultState
@@ -52,7 +52,7 @@ def plan_cells(spec: SweepSpec, inputs: SweepInputs) -> Plan:
             f"high-risk fixtures {', '.join(high_risk)}: {hr_repeats} repeats per condition (asked {asked}; "
             "the protocol requires at least 3 before comparative results publish)"
         )
-    cells = []
+    cells: list[PlannedCell] = []
     for mi, _model in enumerate(spec.models):
         for condition in spec.conditions:
             for fx in inputs.fixtures.values():
@@ -128,7 +128,7 @@ def counts_by_phase_and_state(session: Session, sweep_id: str) -> dict[str, dict
     rows = session.execute(
         select(Cell.phase, Cell.state, func.count())
         .where(Cell.sweep_id == sweep_id)
-        .group_by(Cell.phase, Cell.state)
+        .group_by(Cell.phase, col(Cell.state))
     ).all()
     phases: dict[str, int] = {}
     states: dict[str, int] = {}

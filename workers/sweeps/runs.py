@@ -194,4 +194,4 @@ def cancel(sweep_id: str) -> Cancelled:
 
 def latest_sweep_id() -> str | None:
     with session_scope() as session:
-        return session.exec(select(Sweep.id).order_by(Sweep.created_at.desc()).limit(1)).first()
+        return session.exec(select(Sweep.id).order_by(col(Sweep.created_at).desc()).limit(1)).first()

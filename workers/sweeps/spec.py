@@ -35,7 +35,7 @@ from afpbench.workers.sweeps.sources import (
 )
 from afpbench.workers.sweeps.spec_values import Count, Line, Number, checked_base_url, refuse_unstorable
 
-CONDITIONS = ("A", "B", "C", "D")
+CONDITIONS: tuple[Literal["A", "B", "C", "D"], ...] = ("A", "B", "C", "D")
 HIGH_RISK_MIN_REPEATS = 3
 # Afpbench's own secrets can never be named as a provider key: a spec (perhaps posted to
 # the HTTP API) could otherwise send them as a bearer token to any base_url it names.
