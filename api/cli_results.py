@@ -83,6 +83,7 @@ def _resume_here(sweep_id: str) -> None:
 
     from afpbench.api.display import progress_bar
     from afpbench.workers.embedded import embedded_worker
+    from afpbench.workers.errors import SweepNotFound
     from afpbench.workers.settings import get_settings
     from afpbench.workers.sim.local import needs_local_sim, start_local_sim
     from afpbench.workers.store.db import session_scope
@@ -94,6 +95,8 @@ def _resume_here(sweep_id: str) -> None:
     settings = get_settings()
     with session_scope() as session:
         row = session.get(Sweep, sweep_id)
+        if row is None:
+            raise SweepNotFound(f"no sweep with id {sweep_id!r}")
         spec = parse_spec(row.spec, f"sweep {sweep_id} spec")
     with ExitStack() as stack:
         if needs_local_sim([*spec.models, *spec.judges]):

@@ -71,18 +71,21 @@ def judge_answer(
     outcome = replace(check.outcome, proposed_fatal=check.proposals)  # the ladder's proposal too
     provenance = check.provenance or {}
     shown = list(provenance.get("untraceable", provenance.get("originated", [])))
-    rules = {"pass_rule": PassRule(), "dispute_rule": DisputeRule()}
+    pass_rule, dispute_rule = PassRule(), DisputeRule()
     tries: list[dict[str, Any]] = []
     with ExitStack() as stack:
         if needs_local_sim(judges):
             start_local_sim(stack, get_settings())
+        judgements: list[Judgement]
         judgements, failures = ([], 0)
         if validity.passed:
             judgements, failures = _round(fx, check.answer, judges, prompt, shown, 1, retries, tries)
-        verdict = decide("answered", validity, outcome, judgements, failures, **rules)
+        verdict = decide("answered", validity, outcome, judgements, failures, pass_rule=pass_rule,
+                         dispute_rule=dispute_rule)
         if verdict.needs_rejudge:
             swapped, swapped_failures = _round(fx, check.answer, judges, prompt, shown, 2, retries, tries)
-            verdict = decide("answered", validity, outcome, judgements, failures, swapped, swapped_failures, **rules)
+            verdict = decide("answered", validity, outcome, judgements, failures, swapped, swapped_failures,
+                             pass_rule=pass_rule, dispute_rule=dispute_rule)
     return {
         "judges": [j.display for j in judges],
         "simulated": any(j.simulated for j in judges),

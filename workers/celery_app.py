@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import TypedDict
 
 from celery import Celery
 from celery.signals import worker_process_init
@@ -135,17 +136,23 @@ def check_broker(timeout_s: float = 5.0) -> None:
     worker starts (Celery would retry the connection for ever)."""
     with app.connection_for_write(connect_timeout=timeout_s) as conn:
         try:
-            conn.ensure_connection(max_retries=0, timeout=timeout_s)
-        except (BrokerError, OSError, *conn.connection_errors) as exc:
+            # kombu's stub says int; at runtime the timeout is seconds compared as a number, a float works.
+            conn.ensure_connection(max_retries=0, timeout=timeout_s)  # type: ignore[arg-type]  # see above
+        except (BrokerError, OSError) + conn.connection_errors as exc:
             reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
             raise ServiceUnavailable(
                 f"broker {conn.as_uri()} does not answer ({reason}); start it or fix AFP_BROKER_URL"
             ) from None
 
 
+class _Labelled(TypedDict, total=False):
+    argsrepr: str  # the message's Flower label (see publish)
+
+
 def send(task_name: str, args: list, queue: str, label: str | None = None) -> None:
     """Send one task message by its registered name (`label`: its Flower argsrepr, see publish)."""
-    app.send_task(task_name, args=args, queue=queue, **({"argsrepr": label} if label else {}))
+    options: _Labelled = {"argsrepr": label} if label else {}
+    app.send_task(task_name, args=args, queue=queue, **options)
 
 
 def publish(messages: Sequence[tuple[str, list, str] | tuple[str, list, str, str]]) -> None:

@@ -109,7 +109,8 @@ def _flexible_bytes(secret: str) -> re.Pattern[bytes]:
         escape = _escape_form(c)
         if escape:
             forms.add(escape.encode("ascii"))
-        parts.append(b"(?:" + b"|".join(sorted(forms, key=len, reverse=True)) + b")")
+        longest_first: list[bytes] = sorted(forms, key=len, reverse=True)
+        parts.append(b"(?:" + b"|".join(longest_first) + b")")
     return re.compile(_GAP.encode("ascii").join(parts))
 
 

@@ -76,8 +76,10 @@ class PostedInstructionSource(InstructionSource):
 class PostedSweepSpec(SweepSpec):
     """POST /sweeps: the spec as JSON. Inputs are data (inline) or catalogue names, never server paths."""
 
-    models: list[PostedModelSpec] = Field(min_length=1)
-    judges: list[PostedModelSpec] = Field(default_factory=list)
+    # A narrower item type than SweepSpec's (every PostedModelSpec is a ModelSpec; pydantic validates and
+    # documents the posted form). mypy's list invariance cannot see that no code appends a plain ModelSpec.
+    models: list[PostedModelSpec] = Field(min_length=1)  # type: ignore[assignment]  # see above
+    judges: list[PostedModelSpec] = Field(default_factory=list)  # type: ignore[assignment]  # see above
     fixtures: PostedFixtureSource = Field(default_factory=PostedFixtureSource)
     instructions: PostedInstructionSource = Field(default_factory=PostedInstructionSource)
     judge_prompt: JudgePromptSource | None = Field(

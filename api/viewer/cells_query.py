@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from afpbench.workers.store.models import Result
 
@@ -12,6 +12,7 @@ def latest_results(session: Session, cell_ids: list[int]) -> dict[int, Result]:
     out: dict[int, Result] = {}
     if not cell_ids:
         return out
-    for r in session.exec(select(Result).where(Result.cell_id.in_(cell_ids)).order_by(Result.scoring_run, Result.id)):
+    q = select(Result).where(col(Result.cell_id).in_(cell_ids)).order_by(col(Result.scoring_run), col(Result.id))
+    for r in session.exec(q):
         out[r.cell_id] = r
     return out

@@ -21,7 +21,7 @@ from afpbench.fixtures.schema import DIMENSIONS, FatalCriterionId
 from afpbench.scoring.states import ResultState
 from afpbench.workers.grading import adjudication
 from afpbench.workers.results.records import run_record
-from afpbench.workers.store.models import Cell
+from afpbench.workers.store.models import Cell, saved_id
 
 router = APIRouter(route_class=ViewerRoute, dependencies=Viewer)
 CellId = Annotated[int, Path(ge=1, le=DB_INT_MAX)]
@@ -61,7 +61,7 @@ def compare_page(
             columns.append(f'<div class="column" data-condition="{cond}"><h2>{cond}</h2>'
                            '<p class="muted">not in this sweep</p></div>')
             continue
-        r = run_record(session, cell.id)
+        r = run_record(session, saved_id(cell.id))
         total = r.component_scores_and_rationale.total
         flags = rv.fatal_flags(r)
         columns.append(

@@ -3,12 +3,12 @@ exclusion balance, filtered cells) and the small JSON the page polls for live pr
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 from sqlalchemy import case, func
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from afpbench.api import report
 from afpbench.api.http.deps import SessionDep
@@ -21,7 +21,7 @@ from afpbench.api.viewer.routing import ViewerRoute
 from afpbench.scoring.rates import EXCLUDED
 from afpbench.workers.results import aggregation
 from afpbench.workers.results.summary import PairedComparison, SweepSummary
-from afpbench.workers.store.models import Cell, Phase, Sweep
+from afpbench.workers.store.models import Cell, Phase, Sweep, saved_id
 from afpbench.workers.sweeps import runs
 
 router = APIRouter(route_class=ViewerRoute, dependencies=Viewer)
@@ -53,11 +53,11 @@ def _models(sweep: Sweep) -> list[str]:
 
 @router.get("/")
 def sweeps_list(request: Request, session: SessionDep):
-    done = func.sum(case((Cell.phase == Phase.done, 1), else_=0))
+    done = func.sum(case((col(Cell.phase) == Phase.done, 1), else_=0))
     counts = {sid: (total, finished or 0) for sid, total, finished in session.execute(
         select(Cell.sweep_id, func.count(), done).group_by(Cell.sweep_id)).all()}
-    rows = []
-    for s in session.exec(select(Sweep).order_by(Sweep.created_at.desc(), Sweep.id).limit(200)):
+    rows: list[list[v.Cell]] = []
+    for s in session.exec(select(Sweep).order_by(col(Sweep.created_at).desc(), Sweep.id).limit(200)):
         total, finished = counts.get(s.id, (0, 0))
         name = v.join([v.link(v.url(f"/sweeps/{v.seg(s.id)}"), s.name), " ", v.simulated_badge() if s.simulated
                        else ""])
@@ -75,6 +75,7 @@ def _summary(sweep_id: str) -> SweepSummary:
 
 
 def _rates(s: SweepSummary) -> v.Safe:
+    rows: list[list[v.Cell]]
     rows = [[r.model, r.condition, f"{r.passed}/{r.n}", v.pct(r.pass_rate), v.ci(r.pass_rate_ci95), r.failures,
              *[r.excluded[x] for x in EXCLUDED], r.unfinished] for r in s.by_model_condition]
     return v.table(["model", "condition", "pass/n", "pass rate", "95% CI (exact)", "failures", *EXCLUDED,
@@ -129,19 +130,19 @@ def _cells(session: Session, s: SweepSummary, sweep_id: str, flt: dict[str, str 
     elif flt["state"]:
         where.append(Cell.state == flt["state"])
     total = session.exec(select(func.count()).select_from(Cell).where(*where)).one()
-    cells = list(session.exec(select(Cell).where(*where).order_by(Cell.id).limit(CELL_ROWS)))
-    results = latest_results(session, [c.id for c in cells])
+    cells = list(session.exec(select(Cell).where(*where).order_by(col(Cell.id)).limit(CELL_ROWS)))
+    results = latest_results(session, [saved_id(c.id) for c in cells])
     fixtures = sorted({f for (f,) in session.execute(select(Cell.fixture_id).where(Cell.sweep_id == sweep_id)
                                                      .distinct()).all()})
     form = ('<form method="get" class="filters" id="filters">'
             + _options("model", "model", [(m.model_hash, m.model) for m in s.models], flt["model"])
             + _options("condition", "condition", [(c, c) for c in s.conditions], flt["condition"])
             + _options("fixture", "fixture", [(f, f) for f in fixtures], flt["fixture"])
-            + _options("state", "state", [(x, x) for x in StateFilter.__args__], flt["state"])
+            + _options("state", "state", [(x, x) for x in get_args(StateFilter)], flt["state"])
             + '<button type="submit">filter</button></form>')
-    rows = []
+    rows: list[list[v.Cell]] = []
     for c in cells:
-        r = results.get(c.id)
+        r = results.get(saved_id(c.id))
         compare = v.url(f"/sweeps/{v.seg(sweep_id)}/fixtures/{v.seg(c.fixture_id)}", model=c.model_hash,
                         repeat=c.repeat)
         rows.append([v.link(v.url(f"/cells/{c.id}"), c.id), c.model_label, c.condition,
@@ -174,7 +175,7 @@ def sweep_page(
     sweep = sweep_or_404(session, sweep_id)
     # An empty value is "any" (the filter form sends every select); anything else must be known.
     flt = {"model": model or None, "condition": _one_of("condition", condition, CONDITIONS),
-           "fixture": fixture or None, "state": _one_of("state", state, StateFilter.__args__)}
+           "fixture": fixture or None, "state": _one_of("state", state, get_args(StateFilter))}
     s = _summary(sweep_id)
     head = [f"sweep {s.sweep_id}", f"status {s.status}", "INTERIM (not complete)" if s.interim or not s.complete
             else "final", f"cells {s.cells}", f"seal {s.seal_hash}"]

@@ -39,7 +39,8 @@ def fatal_flags(r: RunRecord) -> list[str]:
         flags = (j.parsed or {}).get("fatal_flags") or {}
         if isinstance(flags, dict):
             out += [f"{j.judge} (round {j.round}): {c}" for c, flag in flags.items() if flag]
-    for item in (latest.details.get("proposed_fatal") or []) if latest else []:
+    details: dict[str, Any] = latest.details if latest else {}  # stored JSON, read as the scorer wrote it
+    for item in details.get("proposed_fatal") or []:
         if isinstance(item, list) and len(item) == 2:
             out.append(f"{item[0]}: {item[1]}")
     return out
@@ -47,7 +48,7 @@ def fatal_flags(r: RunRecord) -> list[str]:
 
 def overview(r: RunRecord) -> v.Safe:
     sim = r.simulated
-    rows = [
+    rows: list[tuple[str, v.Cell]] = [
         ("cell", r.cell_key), ("model", f"{r.model} ({r.model_name or '-'}, hash {r.model_hash})"),
         ("provider", r.provider), ("served model", r.served_model_version or "-"),
         ("condition", f"{r.condition} (instructions {r.instruction_version.version or '-'}, "
@@ -90,9 +91,9 @@ def scores(r: RunRecord) -> v.Safe:
 
 
 def judgements(r: RunRecord) -> v.Safe:
-    rows = []
+    rows: list[list[v.Cell]] = []
     for j in r.judgements:
-        parsed = j.parsed or {}
+        parsed: dict[str, Any] = j.parsed or {}  # stored JSON, read as the judge parser wrote it
         flags = parsed.get("fatal_flags") or {}
         quotes = parsed.get("quotes") or {}
         flagged = "; ".join(f"{k}: {quotes.get(k) or '(no quote)'}" for k, f in flags.items() if f) \
@@ -104,7 +105,7 @@ def judgements(r: RunRecord) -> v.Safe:
 
 
 def provenance(r: RunRecord) -> v.Safe:
-    details = r.results[-1].details if r.results else {}
+    details: dict[str, Any] = r.results[-1].details if r.results else {}  # stored JSON, as the scorer wrote it
     parts: list[v.Cell] = []
     prov = details.get("provenance") if isinstance(details.get("provenance"), dict) else None
     if prov:
@@ -129,8 +130,9 @@ def provenance(r: RunRecord) -> v.Safe:
 def tool_calls(r: RunRecord) -> v.Safe:
     if not r.tool_calls:
         return v.para("no tool calls", "muted")
+    calls: list[dict[str, Any]] = r.tool_calls  # stored JSON, as execution recorded each call
     rows = [[c.get("round"), c.get("name"), c.get("expression", "-"), c.get("result", "-"), c.get("arguments_raw")]
-            for c in r.tool_calls]
+            for c in calls]
     return v.table(["round", "tool", "expression", "result", "arguments as sent"], rows, tid="tool-calls")
 
 

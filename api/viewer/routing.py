@@ -3,7 +3,8 @@ rather than in the app's handlers, so the JSON API's error contract stays as it 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from fastapi import Request, Response
 from fastapi.exceptions import RequestValidationError
@@ -24,7 +25,7 @@ def _field_line(exc: RequestValidationError) -> str:
 
 
 class ViewerRoute(APIRoute):
-    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
 
         async def run(request: Request) -> Response:

@@ -46,7 +46,14 @@ class Exhausted:
     reason: str
 
 
-CELL, ATTEMPT, RESULT, SWEEP = Cell.__table__, Attempt.__table__, Result.__table__, Sweep.__table__
+def _table(model: type[SQLModel]) -> Table:
+    """A table model's Core Table: the `__table__` SQLModel sets at class creation, which mypy cannot see."""
+    table = inspect(model).local_table
+    assert isinstance(table, Table), f"{model.__name__} maps no single table"
+    return table
+
+
+CELL, ATTEMPT, RESULT, SWEEP = _table(Cell), _table(Attempt), _table(Result), _table(Sweep)
 
 # The hot path's statements are built once (compiled once, cache key memoised) and run on a Core
 # connection: per cell that is a read, a claim and a record transaction, a few hundred microseconds each.

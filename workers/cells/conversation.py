@@ -24,6 +24,7 @@ from dataclasses import replace
 from afpbench.fixtures.schema import NumericSpec
 from afpbench.scoring.calculator import CalculatorError, evaluate, shown_result
 from afpbench.scoring.render import render
+from afpbench.workers.cells.claim import CellRow
 from afpbench.workers.cells.lease import Hold
 from afpbench.workers.limits.base import Grant, Limiter, pool_of
 from afpbench.workers.limits.shared import get_limiter
@@ -116,7 +117,7 @@ def _round_slot(
 
 
 def converse(
-    model: ModelSpec, inputs: SweepInputs, cell: Cell, hold: Hold | None = None, holding: str | None = None
+    model: ModelSpec, inputs: SweepInputs, cell: Cell | CellRow, hold: Hold | None = None, holding: str | None = None
 ) -> tuple[AdapterResult, list[dict], list[dict], dict]:
     """All rounds of one try. Returns the last result, round records, tool-call records, token sums.
 

@@ -13,6 +13,7 @@ import math
 import threading
 import time
 
+import sqlalchemy
 from sqlalchemy import func, update
 from sqlmodel import col, select
 
@@ -37,7 +38,8 @@ def window_for(model: ModelSpec) -> int:
 
 LABEL_MAX = 240
 # What Flower shows as a task's arguments: where the cell sits in the matrix (never model text or secrets).
-_LABEL_COLUMNS = (Cell.id, Cell.sweep_id, Cell.model_label, Cell.condition, Cell.fixture_id, Cell.repeat)
+_LABEL_COLUMNS = (col(Cell.id), col(Cell.sweep_id), col(Cell.model_label), col(Cell.condition), col(Cell.fixture_id),
+                  col(Cell.repeat))
 
 
 def task_label(cell_id: int, sweep_id: str, model: str, condition: str, fixture: str, repeat: int) -> str:
@@ -50,7 +52,7 @@ def _labels(cell_ids: list[int]) -> dict[int, str]:
     with session_scope() as session:
         for start in range(0, len(cell_ids), 500):
             chunk = cell_ids[start:start + 500]
-            for row in session.execute(select(*_LABEL_COLUMNS).where(Cell.id.in_(chunk))).all():
+            for row in session.execute(sqlalchemy.select(*_LABEL_COLUMNS).where(col(Cell.id).in_(chunk))).all():
                 out[row[0]] = task_label(*row)
     return out
 

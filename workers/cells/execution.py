@@ -45,7 +45,7 @@ from afpbench.workers.redact import mask_secrets
 from afpbench.workers.settings import get_settings
 from afpbench.workers.store.db import get_engine, transaction
 from afpbench.workers.store.lossless import fit, storable, storable_text
-from afpbench.workers.store.models import Cell, Phase, Result, SweepStatus, as_utc, utcnow
+from afpbench.workers.store.models import Phase, Result, SweepStatus, as_utc, utcnow
 from afpbench.workers.sweeps.inputs import SweepInputs
 from afpbench.workers.sweeps.spec import ModelSpec
 
@@ -239,6 +239,7 @@ def _commit(
         cell_values.update(phase=Phase.queued, not_before=now + timedelta(seconds=verdict.delay_s))
         decision = RetryLater(verdict.delay_s, verdict.reason)
     else:
+        assert verdict.state is not None, f"a {verdict.kind!r} verdict names its result state"
         reason = _reason(verdict.reason, attempt_values["error"])
         cell_values.update(phase=Phase.done, state=verdict.state, state_reason=reason)
         decision = Finished(verdict.state, reason, cell.sweep_id)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from sqlalchemy import ColumnElement, or_, update
-from sqlmodel import select
+from sqlmodel import col, select
 
 from afpbench.workers.cells.dispatch import release, resend
 from afpbench.workers.cells.finish import finish_if_done, resend_aggregate
@@ -43,7 +43,7 @@ def stuck_cells(sweep_id: str, older_than: timedelta) -> list[tuple[int, str, st
 
 
 def _lease_expired(now: datetime) -> ColumnElement[bool]:
-    return or_(Cell.lease_until.is_(None), Cell.lease_until < now)
+    return or_(col(Cell.lease_until).is_(None), col(Cell.lease_until) < now)
 
 
 def expire_overlong_leases(sweep_id: str) -> int:
@@ -58,9 +58,9 @@ def expire_overlong_leases(sweep_id: str) -> int:
         res = session.exec(
             update(Cell)
             .where(
-                Cell.sweep_id == sweep_id,
-                Cell.phase.in_([Phase.executing, Phase.scoring]),
-                Cell.lease_until > horizon,
+                col(Cell.sweep_id) == sweep_id,
+                col(Cell.phase).in_([Phase.executing, Phase.scoring]),
+                col(Cell.lease_until) > horizon,
             )
             .values(lease_until=horizon)
         )
@@ -78,9 +78,10 @@ def _mark_resent(cells: list[tuple[int, str, str]], older_than: timedelta) -> li
     with session_scope() as session:
         stamped = set(session.execute(
             update(Cell)
-            .where(Cell.id.in_([c[0] for c in cells]), Cell.updated_at < now - older_than, _lease_expired(now))
+            .where(col(Cell.id).in_([c[0] for c in cells]), col(Cell.updated_at) < now - older_than,
+                   _lease_expired(now))
             .values(updated_at=now)
-            .returning(Cell.id)
+            .returning(col(Cell.id))
         ).scalars())
     return [c for c in cells if c[0] in stamped]
 

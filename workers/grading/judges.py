@@ -29,7 +29,7 @@ from afpbench.workers.providers.endpoints import endpoint_for
 from afpbench.workers.providers.registry import adapter_for
 from afpbench.workers.providers.types import AdapterResult, ChatRequest, OutcomeClass, ResponseSchema
 from afpbench.workers.store.lossless import storable_text
-from afpbench.workers.store.models import Cell
+from afpbench.workers.store.models import Cell, saved_id
 from afpbench.workers.store.models import Judgement as JudgementRow
 from afpbench.workers.sweeps.inputs import SweepInputs
 from afpbench.workers.sweeps.spec import ModelSpec
@@ -104,7 +104,7 @@ def judge_round(
     def row(judge: ModelSpec, raw: str | None, parsed: dict | None, parse_error: str | None) -> JudgementRow:
         """Every try is kept: the raw text, and either the parsed judgement or why it is unusable."""
         return JudgementRow(
-            cell_id=cell.id, scoring_run=scoring_run, judge_label=judge.display, judge_round=judge_round,
+            cell_id=saved_id(cell.id), scoring_run=scoring_run, judge_label=judge.display, judge_round=judge_round,
             # A judge's text may hold bytes a database column cannot (NUL on PostgreSQL): stored readable.
             prompt_sha256=prompt_hash, raw_text=None if raw is None else storable_text(raw), parsed=parsed,
             parse_error=parse_error,

@@ -16,10 +16,11 @@ from sqlalchemy import ColumnElement, func, or_, update
 from sqlmodel import Session, col, select
 
 from afpbench.scoring.evidence import Evidence, gather_evidence
+from afpbench.scoring.judge import Judgement
 from afpbench.scoring.states import ResultState
 from afpbench.scoring.verdict import DisputeRule, PassRule, Verdict, decide
 from afpbench.workers.cells.lease import hold_scoring
-from afpbench.workers.errors import JudgeUnavailable
+from afpbench.workers.errors import JudgeUnavailable, RecordNotFound
 from afpbench.workers.grading.judges import judge_round
 from afpbench.workers.providers.types import OutcomeClass
 from afpbench.workers.settings import get_settings
@@ -57,7 +58,7 @@ def _claim(session: Session, cell_id: int, worker: str) -> str | None:
     holds the cell."""
     now = utcnow()
     owner = f"{worker}#{uuid.uuid4().hex[:12]}"  # unique per claim: two scorers in one process differ
-    res = session.execute(
+    res = session.exec(
         update(Cell)
         .where(
             col(Cell.id) == cell_id,
@@ -74,7 +75,7 @@ def _claim(session: Session, cell_id: int, worker: str) -> str | None:
 
 def _still_ours(cell_id: int, owner: str) -> ColumnElement[bool]:
     """The fence of every write a scorer makes after its claim: the cell is still `scoring` under it."""
-    return (Cell.id == cell_id) & (Cell.phase == Phase.scoring) & (Cell.lease_owner == owner)
+    return (col(Cell.id) == cell_id) & (col(Cell.phase) == Phase.scoring) & (col(Cell.lease_owner) == owner)
 
 
 def _cell(session: Session, cell_id: int) -> Cell:
@@ -109,7 +110,7 @@ def score_cell(cell_id: int, worker: str) -> Scored | RejudgeLater | NotScored:
                 # The fence: only the claim that still holds the cell writes its result. A scorer that
                 # lost its lease (stalled past it while another scorer claimed the cell) writes nothing,
                 # and its judgements are rolled back with the rest of this transaction.
-                done = session.execute(
+                done = session.exec(
                     update(Cell).where(_still_ours(cell_id, owner)).values(**done_values(verdict))
                 ).rowcount
                 if not done:
@@ -142,7 +143,7 @@ def _judge_unavailable(cell_id: int, sweep_id: str, owner: str, reason: str) -> 
                             .values(phase=Phase.awaiting_score, lease_owner=None, lease_until=None))
             return RejudgeLater(30.0, reason)
         why = f"{JUDGE_UNAVAILABLE} after {lost} scoring tries (AFP_MAX_ATTEMPTS={budget}): {reason}"[:2000]
-        done = session.execute(update(Cell).where(_still_ours(cell_id, owner)).values(
+        done = session.exec(update(Cell).where(_still_ours(cell_id, owner)).values(
             phase=Phase.done, state=ResultState.INFRA_ERROR.value, state_reason=why, lease_owner=None,
             lease_until=None, updated_at=utcnow())).rowcount
         if done:

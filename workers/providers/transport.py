@@ -212,6 +212,7 @@ def post_json(endpoint: Endpoint, prepared: PreparedCall) -> HttpOutcome:
             body, fault = _read_body(response, deadline, budget_s)
             if fault is not None:
                 return HttpOutcome(status=response.status_code, fault=fault)
+            assert body is not None, "_read_body returns either a body or a fault"
             # JSON is UTF-8 (RFC 8259), but error pages and proxies send UTF-16 too: decode by BOM and NUL
             # layout, never by a text/* header's Latin-1 default, and hand the exact bytes up as well.
             return HttpOutcome(response.status_code, dict(response.headers), body, decode_body(body))

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sqlalchemy import func, update
-from sqlmodel import select
+from sqlmodel import col, select
 
 from afpbench.workers.celery_app import check_broker
 from afpbench.workers.cells.completion import open_cells
@@ -17,7 +17,7 @@ from afpbench.workers.errors import RunCancelled, SealMismatch, SweepNotFound
 from afpbench.workers.providers.preflight import preflight
 from afpbench.workers.settings import get_settings
 from afpbench.workers.store.db import check_database, session_scope
-from afpbench.workers.store.models import Attempt, Cell, Phase, Sweep, SweepStatus, utcnow
+from afpbench.workers.store.models import Attempt, Cell, Phase, Sweep, SweepStatus, saved_id, utcnow
 from afpbench.workers.sweeps.coordinator import counts_by_phase_and_state, create_sweep, verify_sweep
 from afpbench.workers.sweeps.inputs import load_inputs, remember
 from afpbench.workers.sweeps.spec import SweepSpec
@@ -161,13 +161,14 @@ def resume(sweep_id: str) -> Resumed:
             rows = session.exec(
                 select(Cell.id, Cell.provider, Cell.phase).where(
                     Cell.sweep_id == sweep_id,
-                    Cell.phase.in_([Phase.queued, Phase.executing, Phase.awaiting_score, Phase.scoring]),
+                    col(Cell.phase).in_([Phase.queued, Phase.executing, Phase.awaiting_score, Phase.scoring]),
                 )
             ).all()
     if rows is None:
         aggregate_now(sweep_id, "resume")  # claims the aggregate if nobody did, and stores the summary
         return Resumed(0, SweepStatus.complete, True)
-    return Resumed(resend([tuple(r) for r in rows]) + release(sweep_id), status, False)
+    return Resumed(resend([(saved_id(i), provider, phase) for i, provider, phase in rows]) + release(sweep_id),
+                   status, False)
 
 
 def cancel(sweep_id: str) -> Cancelled:
@@ -181,9 +182,9 @@ def cancel(sweep_id: str) -> Cancelled:
         unfinished = open_cells(session, sweep_id)
         if unfinished == 0 or status in (SweepStatus.complete, SweepStatus.cancelled):
             return Cancelled(status, unfinished, False)
-        moved = session.execute(
+        moved = session.exec(
             update(Sweep)
-            .where(Sweep.id == sweep_id, Sweep.status.notin_([SweepStatus.complete, SweepStatus.cancelled]))
+            .where(col(Sweep.id) == sweep_id, col(Sweep.status).notin_([SweepStatus.complete, SweepStatus.cancelled]))
             .values(status=SweepStatus.cancelled)
         ).rowcount
         if moved != 1:  # completed between the read and the update
