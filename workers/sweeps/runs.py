@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from sqlalchemy import func
 from sqlmodel import select
@@ -14,24 +13,16 @@ from afpbench.workers.cells.finish import finish_if_done
 from afpbench.workers.errors import SealMismatch, SweepNotFound
 from afpbench.workers.providers.preflight import preflight
 from afpbench.workers.store.db import session_scope
-from afpbench.workers.store.models import Attempt, Cell, Phase, Sweep, SweepStatus
-from afpbench.workers.sweeps.coordinator import counts_by_phase_and_state, create_sweep, verify_sweep
+from afpbench.workers.store.models import Cell, Phase, Sweep, SweepStatus
+from afpbench.workers.sweeps.coordinator import create_sweep, verify_sweep
 from afpbench.workers.sweeps.inputs import load_inputs, remember
+
+# Read-only progress lives in progress.py (no Celery import); re-exported for callers of runs.*.
+from afpbench.workers.sweeps.progress import Progress as Progress
+from afpbench.workers.sweeps.progress import attempts_count as attempts_count
+from afpbench.workers.sweeps.progress import latest_sweep_id as latest_sweep_id
+from afpbench.workers.sweeps.progress import progress as progress
 from afpbench.workers.sweeps.spec import SweepSpec
-
-
-@dataclass
-class Progress:
-    sweep_id: str
-    total: int
-    done: int
-    phases: dict[str, int]
-    states: dict[str, int]
-    status: str
-
-    @property
-    def finished(self) -> bool:
-        return self.done >= self.total
 
 
 def start_sweep(spec: SweepSpec, *, check_endpoints: bool = True) -> str:
@@ -46,24 +37,6 @@ def start_sweep(spec: SweepSpec, *, check_endpoints: bool = True) -> str:
     remember(sweep_id, sweep.spec, inputs, sweep.validity)
     release(sweep_id)
     return sweep_id
-
-
-def progress(sweep_id: str) -> Progress:
-    with session_scope() as session:
-        # Only the status column: the sweep row's JSON (every fixture text) is large and this is polled.
-        status = session.exec(select(Sweep.status).where(Sweep.id == sweep_id)).first()
-        if status is None:
-            raise SweepNotFound(f"no sweep with id {sweep_id!r}")
-        counts = counts_by_phase_and_state(session, sweep_id)
-        total = sum(counts["phases"].values())
-        return Progress(
-            sweep_id,
-            total,
-            counts["phases"].get(Phase.done, 0),
-            counts["phases"],
-            counts["states"],
-            status,
-        )
 
 
 def wait_for(
@@ -88,13 +61,6 @@ def wait_for(
         if timeout_s is not None and time.monotonic() - started > timeout_s:
             return p
         time.sleep(poll_s)
-
-
-def attempts_count(sweep_id: str) -> int:
-    with session_scope() as session:
-        return session.exec(
-            select(func.count()).select_from(Attempt).join(Cell).where(Cell.sweep_id == sweep_id)
-        ).one()
 
 
 def resume(sweep_id: str) -> int:
@@ -129,8 +95,3 @@ def cancel(sweep_id: str) -> int:
         return session.exec(
             select(func.count()).select_from(Cell).where(Cell.sweep_id == sweep_id, Cell.phase != Phase.done)
         ).one()
-
-
-def latest_sweep_id() -> str | None:
-    with session_scope() as session:
-        return session.exec(select(Sweep.id).order_by(Sweep.created_at.desc()).limit(1)).first()
