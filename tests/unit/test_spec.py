@@ -26,7 +26,8 @@ def test_demo_matrix_is_56_cells_with_high_risk_raised_to_three_repeats():
 
 
 def test_repeats_multiply_every_fixture_and_models_multiply_the_matrix():
-    spec = parse_spec({"models": [SIM, {**SIM, "model": "sim-2"}], "judges": [], "repeats": 4, "conditions": ["A", "C"]})
+    spec = parse_spec({"models": [SIM, {**SIM, "model": "sim-2"}], "judges": [], "repeats": 4,
+                       "conditions": ["A", "C"]})
     plan = plan_cells(spec, load_inputs(spec))
     assert len(plan.cells) == 2 * 2 * 8 * 4  # high-risk already at 4 >= 3
 
