@@ -143,7 +143,7 @@ def _signed_pts(x: float) -> str:
 
 
 def _comparisons_table(summary: dict) -> Table | Text:
-    rows = summary.get("comparisons", [])
+    rows = sorted(summary.get("comparisons", []), key=lambda c: c["model"])  # stable: keeps C vs B first
     if rows and all(c["status"] == "pending" for c in rows):
         return Text(f"paired comparisons: {rows[0]['reading']}")
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left",
