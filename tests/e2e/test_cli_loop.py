@@ -135,3 +135,20 @@ def test_init_writes_a_commented_valid_example_and_never_overwrites(tmp_path):
     two = afpbench(["init", str(tmp_path / "new"), "--example", "two-models"], tmp_path)
     assert two.returncode == 0 and len(load_spec(tmp_path / "new" / "two-models-with-judge.yaml").models) == 2
     assert "--example" in one_line_error(afpbench(["init", str(tmp_path), "--example", "mistral"], tmp_path))
+
+
+def test_run_lists_every_spec_error_and_refuses_a_spec_without_judges(tmp_path):
+    """Rule: `run SPEC` prints all errors of the spec at once, one line each; a missing `judges` is one."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text("models: [{provider: sim, model: sim-1}]\n", encoding="utf-8")
+    line = one_line_error(afpbench(["run", str(spec)], tmp_path))
+    assert "s.yaml: judges: missing" in line and "judges: []" in line
+    spec.write_text("models: [{provider: sim, model: sim-1, limts: {}}]\njudge: []\nrepeats: 0\n", encoding="utf-8")
+    proc = afpbench(["run", str(spec)], tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    lines = [x.strip() for x in proc.stderr.splitlines() if x.strip()]
+    assert lines[0].endswith("s.yaml: 3 problems:"), proc.stderr
+    assert lines[1:] == ["models.0.limts: unknown field; did you mean 'limits'?",
+                         "repeats: Input should be greater than or equal to 1",
+                         "judge: unknown field; did you mean 'judges'?"], proc.stderr
+    assert row_count(tmp_path / "afpbench.db") == 0
