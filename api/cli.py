@@ -62,8 +62,7 @@ def run(
 ) -> None:
     """Run a sweep. Embedded by default (SQLite + in-memory broker + in-process worker threads).
 
-    The subset options change the spec before it is validated and sealed, so the stored spec and the
-    seal say which subset ran (docs/SPEC.md, "Running a subset")."""
+    Subset options change the spec before it is validated and sealed (docs/SPEC.md, "Running a subset")."""
     from afpbench.workers.settings import get_settings
     from afpbench.workers.sim.local import needs_local_sim, start_local_sim
     from afpbench.workers.sweeps.runs import attempts_count, start_sweep, wait_for
