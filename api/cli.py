@@ -17,7 +17,7 @@ from contextlib import ExitStack
 import typer
 from rich.console import Console
 
-from afpbench.api import cli_db, cli_fixtures, cli_report, cli_results, cli_scoring, cli_serve, cli_view
+from afpbench.api import cli_db, cli_fixtures, cli_loop, cli_report, cli_results, cli_scoring, cli_serve, cli_view
 from afpbench.api.display import progress_bar, summary_json, summary_table
 
 app = typer.Typer(
@@ -40,6 +40,7 @@ def _root(
     """afpbench: the AFP Benchmark Protocol at scale."""
 app.add_typer(cli_fixtures.app, name="fixtures")
 cli_results.register(app)
+cli_loop.register(app)
 cli_scoring.register(app)
 cli_report.register(app)
 cli_serve.register(app)
@@ -54,15 +55,26 @@ def run(
     as_json: bool = typer.Option(False, "--json", help="print a machine-readable summary on stdout"),
     detach: bool = typer.Option(False, help="distributed mode: enqueue and return without waiting"),
     threads: int = typer.Option(0, help="embedded worker threads (default AFP_EMBEDDED_THREADS)"),
+    fixtures: str | None = typer.Option(None, "--fixtures", help="only these fixture ids, e.g. P01,P08"),
+    conditions: str | None = typer.Option(None, "--conditions", help="only these conditions, e.g. A,D"),
+    models: str | None = typer.Option(None, "--models", help="only these models (label or model name), e.g. sim-1"),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="only the first N fixtures in id order"),
+    repeats: int | None = typer.Option(None, "--repeats", min=1, max=1000, help="repeats per cell (high-risk: >= 3)"),
 ) -> None:
-    """Run a sweep. Embedded by default (SQLite + in-memory broker + in-process worker threads)."""
+    """Run a sweep. Embedded by default (SQLite + in-memory broker + in-process worker threads).
+
+    Subset options change the spec before it is validated and sealed (docs/SPEC.md, "Running a subset")."""
     from afpbench.workers.settings import get_settings
     from afpbench.workers.sim.local import needs_local_sim, start_local_sim
     from afpbench.workers.sweeps.runs import attempts_count, check_services, start_sweep, wait_for
     from afpbench.workers.sweeps.spec import demo_spec, load_spec
 
     settings = get_settings()
-    sweep_spec = load_spec(spec) if spec else demo_spec()
+    from afpbench.workers.sweeps.subset import Subset, apply_subset, split_list
+
+    subset = Subset(split_list(fixtures, "--fixtures"), split_list(conditions, "--conditions"),
+                    split_list(models, "--models"), limit, repeats)
+    sweep_spec = apply_subset(load_spec(spec) if spec else demo_spec(), subset, spec or "demo")
     check_services(schema=False)  # before a worker or a simulator starts; the schema once inputs are read
     with ExitStack() as stack:
         if needs_local_sim([*sweep_spec.models, *sweep_spec.judges]):
@@ -111,7 +123,7 @@ def wide_console() -> Console:
 def status(sweep: str | None = typer.Argument(None, help="sweep id; omitted: the latest")) -> None:
     """Progress of a sweep by phase and result state."""
     from afpbench.workers.settings import get_settings
-    from afpbench.workers.sweeps.runs import attempts_count, latest_sweep_id, progress
+    from afpbench.workers.sweeps.progress import attempts_count, latest_sweep_id, progress
 
     sweep_id = sweep or latest_sweep_id()
     if sweep_id is None:

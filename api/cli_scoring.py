@@ -26,7 +26,7 @@ def judge_from_option(judge: str, base_url: str | None, api_key_env: str | None)
     provider, model = judge.split(":", 1)
     entry = {"provider": provider, "model": model, "base_url": base_url, "api_key_env": api_key_env}
     try:
-        return parse_spec({"models": [entry]}, "--judge").models[0]
+        return parse_spec({"models": [entry], "judges": []}, "--judge").models[0]
     except SpecError as exc:
         raise CommandError(str(exc)) from None
 

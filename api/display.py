@@ -1,29 +1,37 @@
-"""What the CLI prints: the progress bar, the end-of-run table and the --json summary."""
+"""What the CLI prints: the progress bar, the end-of-run summary and the --json summary.
+
+The summary answers the protocol's question at a glance: per model and condition the pass rate
+PASS/(PASS+FAIL) with n and its exact interval, the excluded counts beside it, and the paired
+comparisons with their interval. It fits 80 columns: excluded states are abbreviated with a legend,
+text columns fold, and no number is ever cut (numbers never wrap).
+
+Database and statistics modules are imported inside the functions that need them, so importing this
+module (every CLI command does) costs only rich.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich import box
+from rich.console import Console, Group
 from rich.table import Table
-from sqlalchemy import func, select
-from sqlmodel import col
+from rich.text import Text
 
-from afpbench.scoring.balance import exclusion_balance
-from afpbench.scoring.rates import EXCLUDED, FAIL, PASS, UNFINISHED
-from afpbench.scoring.states import ResultState, pass_rate
-from afpbench.workers.errors import SweepNotFound
-from afpbench.workers.results.aggregation import COMPARISONS
-from afpbench.workers.store.db import session_scope
-from afpbench.workers.store.models import Cell, Phase, Sweep
-
-STATES = [s.value for s in ResultState]
+# Excluded states as short column heads (the legend under the table spells them out).
+EXCLUDED_ABBREVIATIONS = {"PROVIDER_BLOCK": "PB", "INFRA_ERROR": "IE", "INVALID_TEST": "IT",
+                          "GRADER_DISPUTE": "GD", "unfinished": "UF"}
+NO_JUDGES_NOTE = ("no judges (judges: [] in the spec): the rubric is not scored, so every answered cell "
+                  "ends GRADER_DISPUTE awaiting a human decision (`afpbench adjudicate`); add judges to "
+                  "score automatically")
 
 
 @contextmanager
 def progress_bar(console: Console, disable: bool = False) -> Iterator:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     bar = Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -43,6 +51,20 @@ def progress_bar(console: Console, disable: bool = False) -> Iterator:
 
 
 def summary_json(sweep_id: str, progress, attempts: int, database_url: str) -> dict:
+    """The run's summary as JSON. The rates per model and condition, the comparisons and the exclusion
+    balance are the sweep summary's own (workers/results/aggregation.py: the report's reading)."""
+    from sqlalchemy import func
+    from sqlmodel import col, select
+
+    from afpbench.scoring.rates import EXCLUDED, FAIL, PASS
+    from afpbench.scoring.states import pass_rate
+    from afpbench.workers.errors import SweepNotFound
+    from afpbench.workers.results.aggregation import snapshot, stored_summary
+    from afpbench.workers.store.db import session_scope
+    from afpbench.workers.store.models import Cell, Sweep
+
+    # A finished sweep has its summary stored; only a running one is computed now.
+    summary = (stored_summary(sweep_id) if progress.finished else None) or snapshot(sweep_id, interim=None)
     with session_scope() as session:
         sweep = session.get(Sweep, sweep_id)
         if sweep is None:
@@ -66,7 +88,6 @@ def summary_json(sweep_id: str, progress, attempts: int, database_url: str) -> d
                 "pass_rate": pass_rate(p, f),
                 "excluded": {s: counts[s] for s in EXCLUDED if counts.get(s)},
             }
-        balance = _balance(session, sweep_id)
         return {
             "sweep_id": sweep_id,
             "name": sweep.name,
@@ -80,49 +101,102 @@ def summary_json(sweep_id: str, progress, attempts: int, database_url: str) -> d
             "by_condition": dict(sorted(by_condition.items())),
             "pass_rate_by_condition": rates,
             "attempts": attempts,
-            "exclusion_balance": balance,
+            "exclusion_balance": summary.exclusion_balance.model_dump(mode="json"),
             "notices": sweep.notices,
             "database": database_url,
+            "judges": [j.get("label") or f"{j['provider']}/{j['model']}" for j in sweep.spec.get("judges", [])],
+            "by_model_condition": [r.model_dump(mode="json") for r in summary.by_model_condition],
+            "comparisons": [c.model_dump(mode="json") for c in summary.comparisons],
         }
 
 
-def _balance(session, sweep_id: str) -> dict:
-    """The exclusion balance (scoring/balance.py) from one GROUP BY: the same reading as the report's."""
-    cols = (col(Cell.model_hash), col(Cell.model_label), col(Cell.condition), col(Cell.phase), col(Cell.state))
-    counts: dict[tuple[str, str], dict[str, int]] = {}
-    labels: dict[str, str] = {}
-    for model_hash, label, condition, phase, state, n in session.execute(
-        select(*cols, func.count()).where(col(Cell.sweep_id) == sweep_id).group_by(*cols)
-    ).all():
-        labels[model_hash] = label
-        outcome = state if phase == Phase.done and state else UNFINISHED
-        slot = counts.setdefault((model_hash, condition), {})
-        slot[outcome] = slot.get(outcome, 0) + n
-    return exclusion_balance(counts, labels, COMPARISONS).model_dump(mode="json")
+def _pct(x: float) -> str:
+    return f"{x:.0%}"
 
 
-def summary_table(summary: dict) -> Table:
-    label = " [yellow](SIMULATED model output)[/yellow]" if summary["simulated"] else ""
-    table = Table(title=f"sweep {summary['sweep_id']} — {summary['name']}{label}")
-    table.add_column("condition")
-    table.add_column("pass rate  PASS/(PASS+FAIL)", justify="right")
-    columns = STATES + sorted({k for c in summary["by_condition"].values() for k in c if k not in STATES})
-    for name in columns:
-        table.add_column(name, justify="right")
-    for condition, counts in summary["by_condition"].items():
-        r = summary["pass_rate_by_condition"][condition]
-        rate = f"{r['pass']}/{r['n']} = {r['pass_rate']:.0%}" if r["n"] else "n = 0"
-        table.add_row(condition, rate, *[str(counts.get(c, 0)) for c in columns])
+def _rate_cells(row: dict[str, Any]) -> tuple[str, str, str]:
+    """(PASS/n, rate, 95% interval) of one rate block."""
+    if not row["n"]:
+        return "0/0", "-", "-"
+    low, high = row["pass_rate_ci95"]
+    return f"{row['pass']}/{row['n']}", _pct(row["pass_rate"]), f"{_pct(low)}-{_pct(high)}"
+
+
+def _rates_table(summary: dict) -> Table:
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="pass rate PASS/(PASS+FAIL) per model and condition",
+                  title_justify="left")
+    table.add_column("model", overflow="fold", ratio=1, min_width=8)
+    table.add_column("cond", no_wrap=True)
+    table.add_column("PASS/n", justify="right", no_wrap=True)
+    table.add_column("rate", justify="right", no_wrap=True)
+    table.add_column("95% CI", justify="right", no_wrap=True)
+    for head in EXCLUDED_ABBREVIATIONS.values():
+        table.add_column(head, justify="right", no_wrap=True)
+    previous = None
+    for row in summary.get("by_model_condition", []):
+        model = row["model"] if row["model"] != previous else ""
+        previous = row["model"]
+        excluded = [str(row["excluded"].get(state, 0)) for state in list(EXCLUDED_ABBREVIATIONS)[:-1]]
+        table.add_row(Text(model), row["condition"], *_rate_cells(row), *excluded, str(row["unfinished"]))
+    return table
+
+
+def _signed_pts(x: float) -> str:
+    return f"{x * 100:+.0f}"
+
+
+def _comparisons_table(summary: dict) -> Table | Text:
+    rows = sorted(summary.get("comparisons", []), key=lambda c: c["model"])  # stable: keeps C vs B first
+    if rows and all(c["status"] == "pending" for c in rows):
+        return Text(f"paired comparisons: {rows[0]['reading']}")
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left",
+                  title="paired comparisons (same model, fixture, repeat): first minus second, points")
+    table.add_column("model", overflow="fold", ratio=1, min_width=8)
+    table.add_column("compare", no_wrap=True)
+    table.add_column("diff", justify="right", no_wrap=True)
+    table.add_column("95% CI", justify="right", no_wrap=True)
+    table.add_column("McNemar p", justify="right", no_wrap=True)
+    table.add_column("pairs", justify="right", no_wrap=True)
+    previous = None
+    for c in rows:
+        model = c["model"] if c["model"] != previous else ""
+        previous = c["model"]
+        if c["status"] == "ok":
+            low, high = c["difference_ci95"]
+            table.add_row(Text(model), c["comparison"], _signed_pts(c["difference"]),
+                          f"{_signed_pts(low)} to {_signed_pts(high)}", f"{c['p_value']:.3g}", str(c["n_pairs"]))
+        else:
+            table.add_row(Text(model), c["comparison"], "-", "-", "-", str(c.get("n_pairs", 0)))
+    return table
+
+
+def _notes(summary: dict) -> list[str]:
+    legend = ", ".join(f"{short} {state}" for state, short in EXCLUDED_ABBREVIATIONS.items())
     notes = [
-        f"{summary['done']}/{summary['cells']} cells done, {summary['attempts']} attempts",
-        f"seal {summary['seal'][:16]}…",
-        f"database {summary['database']}",
+        f"excluded, outside the rate: {legend}; 95% CI: exact Clopper-Pearson; "
+        "comparison CI: Newcombe's paired interval",
+        f"{summary['done']}/{summary['cells']} cells done, {summary['attempts']} attempts; "
+        f"seal {summary['seal'][:16]}…; database {summary['database']}",
     ]
+    if summary.get("judges") == []:
+        notes.append(NO_JUDGES_NOTE)
     balance = summary["exclusion_balance"]
     flagged = [f"{t['model']} {t['comparison']} FLAGGED (Fisher exact p = {t['p_value']:.3g})"
                for t in balance["comparisons"] if t["flagged"]]
     tested = f"{len(balance['comparisons'])} tested, two-sided Fisher exact, p < {balance['alpha']:g}"
     notes.append("exclusion balance: " + ("; ".join(flagged) if flagged else f"no comparison flagged ({tested})"))
     notes += [f"notice: {n}" for n in summary["notices"]]
-    table.caption = "\n".join(notes)
-    return table
+    return notes
+
+
+def summary_table(summary: dict) -> Group:
+    """The end-of-run and `status` summary (a rich renderable)."""
+    label = " [yellow](SIMULATED model output)[/yellow]" if summary["simulated"] else ""
+    title = Text.from_markup(f"[bold]sweep {summary['sweep_id']}[/bold] — ")
+    title.append(summary["name"])  # a spec's name is data, never markup
+    title.append_text(Text.from_markup(f"{label} [dim]{summary['status']}[/dim]"))
+    parts: list[Any] = [title, _rates_table(summary)]
+    if summary.get("comparisons"):
+        parts.append(_comparisons_table(summary))
+    parts += [Text(note, style="dim") for note in _notes(summary)]
+    return Group(*parts)

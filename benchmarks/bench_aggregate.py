@@ -35,7 +35,7 @@ DETAILS_PADDING = {"assertions": [{"id": f"a{i}", "kind": "invariant", "passed":
 def _spec(models: int) -> dict:
     from afpbench.workers.sweeps.spec import parse_spec
 
-    return parse_spec({"name": "bench (synthetic)", "models": [
+    return parse_spec({"name": "bench (synthetic)", "judges": [], "models": [
         {"provider": "sim", "model": f"sim-{i}", "label": f"sim-{i} (simulated)",
          "prices": {"input_per_mtok": 1.0, "output_per_mtok": 4.0}} for i in range(models)]}).resolved()
 

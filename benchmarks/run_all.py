@@ -1,7 +1,7 @@
 """The benchmark suite, one command (not part of the pytest run):
 
     /work/venv/bin/python benchmarks/run_all.py --setup          # once: /work/bench-venv with Inspect AI
-    /work/venv/bin/python benchmarks/run_all.py [--only throughput,limiter,scale,scaleout,aggregate]
+    /work/venv/bin/python benchmarks/run_all.py [--only throughput,limiter,scale,scaleout,aggregate,startup]
         [--out benchmarks/results] [--quick]
 
 Needs Redis on 127.0.0.1:6379 (DB 13 is used and flushed) and PostgreSQL on 127.0.0.1:5432 with trust
@@ -29,6 +29,7 @@ FULL = {
     "scale": ["bench_scale.py"],
     "scaleout": ["bench_scaleout.py"],
     "aggregate": ["bench_aggregate.py", "--cells", "100000", "--backend", "both"],
+    "startup": ["bench_startup.py"],
 }
 QUICK = {  # a smoke run of the same code paths, minutes instead of tens of minutes
     "throughput": ["bench_throughput.py", "--prompts", "200"],
@@ -36,6 +37,7 @@ QUICK = {  # a smoke run of the same code paths, minutes instead of tens of minu
     "scale": ["bench_scale.py", "--fixtures", "100", "--models", "10", "--worker-seconds", "20"],
     "scaleout": ["bench_scaleout.py", "--n", "160"],
     "aggregate": ["bench_aggregate.py", "--cells", "10000", "--backend", "sqlite"],
+    "startup": ["bench_startup.py", "--runs", "3"],
 }
 
 

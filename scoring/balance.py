@@ -20,7 +20,6 @@ from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
 from pydantic import Field
-from scipy.stats import fisher_exact
 
 from afpbench.scoring.rates import EXCLUDED, SCORED, UNFINISHED, Contract, StateRow
 
@@ -98,6 +97,8 @@ def balance_test(first: ExclusionShare, second: ExclusionShare) -> BalanceTest:
     p: float | None = None
     if first.finished and second.finished:
         table = [[first.excluded, first.scored], [second.excluded, second.scored]]
+        from scipy.stats import fisher_exact  # imported on use: see scoring/statistics.py
+
         # scipy accepts any 2x2 array-like; its stubs name only ndarray (numpy is not our dependency).
         _, p_raw = fisher_exact(cast(Any, table), alternative="two-sided")
         p = min(1.0, float(p_raw))

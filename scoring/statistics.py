@@ -16,7 +16,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from scipy.stats import beta, binomtest, norm
+# scipy.stats is imported where a number is computed, not here: it takes about half a second, and the
+# CLI's listings and stored summaries import this module's callers without computing anything.
 
 
 def _check_counts(k: int, n: int) -> None:
@@ -36,6 +37,8 @@ def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, fl
     _check_counts(k, n)
     _check_confidence(confidence)
     alpha = 1 - confidence
+    from scipy.stats import beta
+
     low = 0.0 if k == 0 else float(beta.ppf(alpha / 2, k, n - k + 1))
     high = 1.0 if k == n else float(beta.ppf(1 - alpha / 2, k + 1, n - k))
     return low, high
@@ -61,6 +64,8 @@ def mcnemar_exact(b: int, c: int) -> float:
         raise ValueError(f"discordant counts must be non-negative, got b={b}, c={c}")
     if b + c == 0:
         return 1.0
+    from scipy.stats import binomtest
+
     return float(binomtest(b, b + c, 0.5).pvalue)
 
 
@@ -96,6 +101,8 @@ def paired_difference(
     n = n11 + n10 + n01 + n00
     if n == 0:
         raise ValueError("no pairs")
+    from scipy.stats import norm
+
     z = float(norm.ppf(1 - (1 - confidence) / 2))
     p1, p2 = (n11 + n10) / n, (n11 + n01) / n
     diff = p1 - p2

@@ -1,4 +1,4 @@
-"""The FastAPI app: routers, error shapes, auth-protected OpenAPI docs, and the serve-time runtime.
+"""The FastAPI app: routers, error shapes, the public OpenAPI docs (self-hosted assets), the runtime.
 
 Error contract: bad input -> 422 with a list of {loc, msg, type} (never echoing the input, which could
 hold a key someone pasted); unknown ids -> 404; a missing or wrong token -> 401 and a body over
@@ -17,23 +17,25 @@ from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
 from sqlalchemy.exc import DataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from swagger_ui_bundle import swagger_ui_path  # type: ignore[import-untyped]  # ships no type information
 
 from afpbench.api.http import routes_adjudications, routes_cells, routes_ops, routes_sweeps
-from afpbench.api.http.deps import Authorized, configured_token
-from afpbench.api.http.door import Door, door_responses
+from afpbench.api.http.deps import configured_token
+from afpbench.api.http.door import DOCS_ASSETS, Door, door_responses
 from afpbench.api.http.runtime import Runtime
 from afpbench.api.viewer import routes as viewer
 from afpbench.reference.errors import AfpbenchError
 from afpbench.workers.settings import Settings, get_settings
 from afpbench.workers.sweeps.seal import afpbench_version
 
-DESCRIPTION = """Run and inspect AFP Benchmark Protocol sweeps. Every route but `/healthz` needs
-`Authorization: Bearer <AFP_API_TOKEN>` when a token is configured (never a token in the query string);
-bodies over AFP_MAX_BODY_BYTES are refused (413). A posted spec carries its fixtures, instruction texts
-and judge prompt inline or names entries of the server's catalogue, never server paths. Simulated model
-output is labelled simulated wherever it appears."""
+DESCRIPTION = """Run and inspect AFP Benchmark Protocol sweeps. Every route but `/healthz` and these docs needs
+`Authorization: Bearer <AFP_API_TOKEN>` when a token is configured (on this page: the Authorize
+button; never a token in the query string); bodies over AFP_MAX_BODY_BYTES are refused (413). A posted
+spec carries its fixtures, instruction texts and judge prompt inline or names entries of the server's
+catalogue, never server paths. Simulated model output is labelled simulated wherever it appears."""
 
 
 def _printable(value: Any) -> Any:
@@ -112,14 +114,22 @@ def create_app(settings: Settings | None = None, *, runtime: bool = True) -> Fas
         msg = "a value in the request cannot be stored or compared by the database (e.g. it contains NUL)"
         return JSONResponse({"detail": [{"loc": ["request"], "msg": msg, "type": "data_error"}]}, status_code=422)
 
-    # The docs sit behind the token like everything else but /healthz.
-    @app.get("/openapi.json", include_in_schema=False, dependencies=Authorized)
+    # The API description is not secret: /docs, its assets and /openapi.json are served without the token
+    # (a browser cannot send it before Swagger's Authorize button has it). The assets ship in the
+    # swagger-ui-bundle package, so the page works offline and loads nothing from a CDN.
+    @app.get("/openapi.json", include_in_schema=False)
     def openapi() -> JSONResponse:
         return JSONResponse(app.openapi())
 
-    @app.get("/docs", include_in_schema=False, dependencies=Authorized)
+    @app.get("/docs", include_in_schema=False)
     def docs() -> HTMLResponse:
-        return get_swagger_ui_html(openapi_url="/openapi.json", title="afpbench API")
+        return get_swagger_ui_html(
+            openapi_url="/openapi.json", title="afpbench API",
+            swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js", swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
+            swagger_favicon_url=f"{DOCS_ASSETS}/favicon-32x32.png",
+        )
+
+    app.mount(DOCS_ASSETS, StaticFiles(directory=swagger_ui_path), name="docs-assets")
 
     app.include_router(routes_ops.router, responses=door_responses(public=True))  # /metrics adds its 401
     for module in (routes_sweeps, routes_cells, routes_adjudications):

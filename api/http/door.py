@@ -3,7 +3,8 @@
 1. Credentials go in the Authorization header only. A query string with a credential-named parameter
    (`token=`, `api_key=`, ...) or holding the token itself is refused (401): URLs end up in access logs,
    proxies and browser histories.
-2. Every path but /healthz needs `Authorization: Bearer <AFP_API_TOKEN>` (when a token is configured),
+2. Every path but the public ones (PUBLIC_PATHS) and the viewer (its own sign-in) needs
+   `Authorization: Bearer <AFP_API_TOKEN>` (when a token is configured),
    checked from the headers alone: an unauthenticated request is answered 401 without its body read.
 3. Bodies are bounded (AFP_MAX_BODY_BYTES): a Content-Length above the limit is answered 413 at once; a
    body without one (chunked) is counted as it arrives and answered 413 as soon as it passes the limit.
@@ -29,7 +30,12 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-PUBLIC_PATHS = frozenset({"/healthz"})
+# Where the self-hosted Swagger UI files are served (public, like /docs itself).
+DOCS_ASSETS = "/docs/assets"
+# What answers without the token: the health check and the API description with its assets (not secret;
+# a browser cannot send the token before Swagger's Authorize button has it).
+PUBLIC_PATHS = frozenset({"/healthz", "/docs", "/openapi.json"})
+PUBLIC_PREFIXES = (f"{DOCS_ASSETS}/",)
 # The results viewer signs in with its own cookie (api/viewer/auth.py: every viewer route depends on it),
 # so the door checks only the body limit there; its pages never accept the bearer token in a query.
 VIEWER = "/view"
@@ -72,7 +78,8 @@ class Door:
             await self._refuse(scope, send, 401, TOKEN_IN_URL)
             return
         path = scope["path"]
-        exempt = path in PUBLIC_PATHS or path == VIEWER or path.startswith(VIEWER + "/")
+        exempt = (path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES)
+                  or path == VIEWER or path.startswith(VIEWER + "/"))
         if not exempt and not self._authorized(scope):
             await self._refuse(scope, send, 401, UNAUTHORIZED)
             return

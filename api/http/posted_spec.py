@@ -79,7 +79,8 @@ class PostedSweepSpec(SweepSpec):
     # A narrower item type than SweepSpec's (every PostedModelSpec is a ModelSpec; pydantic validates and
     # documents the posted form). mypy's list invariance cannot see that no code appends a plain ModelSpec.
     models: list[PostedModelSpec] = Field(min_length=1)  # type: ignore[assignment]  # see above
-    judges: list[PostedModelSpec] = Field(default_factory=list)  # type: ignore[assignment]  # see above
+    # Required like SweepSpec.judges (its `_judges_written` validator runs here too): `judges: []` to run without.
+    judges: list[PostedModelSpec] = Field(default=None, validate_default=True)  # type: ignore[assignment]  # see above
     fixtures: PostedFixtureSource = Field(default_factory=PostedFixtureSource)
     instructions: PostedInstructionSource = Field(default_factory=PostedInstructionSource)
     judge_prompt: JudgePromptSource | None = Field(

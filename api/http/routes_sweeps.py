@@ -5,6 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated
 
+import scipy.stats  # noqa: F401  (the statistics import it on use; a server loads it up front, see below)
 from fastapi import APIRouter, HTTPException, Query, Request, Response, status
 from sqlalchemy import func
 from sqlmodel import col, select

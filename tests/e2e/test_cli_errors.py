@@ -57,7 +57,7 @@ def one_line_error(proc: subprocess.CompletedProcess) -> str:
 
 
 def write_spec(path: Path, **overrides) -> Path:
-    spec = {"name": "t", "models": [{"provider": "sim", "model": "sim-1"}], **overrides}
+    spec = {"name": "t", "models": [{"provider": "sim", "model": "sim-1"}], "judges": [], **overrides}
     path.write_text(yaml.safe_dump(spec))
     return path
 
@@ -75,7 +75,7 @@ def test_malformed_fixture_is_named_and_nothing_written(tmp_path):
 
 def test_malformed_spec_is_named(tmp_path):
     spec = tmp_path / "s.yaml"
-    spec.write_text("models:\n  - provider: sim\n    model: sim-1\nrepeats: -2\n")
+    spec.write_text("models:\n  - provider: sim\n    model: sim-1\njudges: []\nrepeats: -2\n")
     line = one_line_error(afpbench(["run", str(spec)], tmp_path))
     assert "s.yaml" in line and "repeats" in line
     assert row_count(tmp_path / "afpbench.db") == 0

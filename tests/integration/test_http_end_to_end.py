@@ -20,6 +20,7 @@ import pytest
 import requests
 
 from afpbench.api.http.app import create_app, route_table
+from afpbench.api.http.door import PUBLIC_PATHS
 from afpbench.workers.limits.in_redis import RedisLimiter
 from afpbench.workers.sim.server import FaultConfig, SimConfig, SimServer
 from afpbench.workers.sweeps.spec import Limits
@@ -140,7 +141,8 @@ def test_demo_sweep_through_the_http_api(postgres_url, fresh_redis, tmp_path):
 
 
 def _check_every_route_needs_the_token(base: str) -> None:
-    """Auth: every route of create_app() but /healthz answers 401 without the token or with a wrong one."""
+    """Auth: every route of create_app() but /healthz and the public docs answers 401 without the token or
+    with a wrong one."""
     routes = route_table(create_app(runtime=False))
     assert len(routes) >= 14
     for path, methods in routes:
@@ -150,7 +152,7 @@ def _check_every_route_needs_the_token(base: str) -> None:
         for method in methods - {"HEAD"}:
             for headers in ({}, {"Authorization": "Bearer not-the-token"}):
                 response = requests.request(method, url, headers=headers, timeout=10)
-                expected = 200 if path == "/healthz" else 401
+                expected = 200 if path in PUBLIC_PATHS else 401
                 assert response.status_code == expected, (method, path, response.status_code, response.text)
 
 

@@ -34,7 +34,7 @@ def _chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
 def report_html(tmp_path, sqlite_url, settings_env) -> Path:
     """A small synthetic (SIMULATED) sweep: condition C 7/10 pass on P01, a hostile model label."""
     settings_env(AFP_DATABASE_URL=sqlite_url)
-    spec = parse_spec({"name": "chromium <check>", "models": [
+    spec = parse_spec({"name": "chromium <check>", "judges": [], "models": [
         {"provider": "sim", "model": "sim-1", "label": HOSTILE_LABEL}]})
     with session_scope() as s:
         cells = CellMaker(s, make_sweep(s, "html", spec=spec))

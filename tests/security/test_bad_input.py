@@ -85,32 +85,34 @@ FIXTURE_CASES: dict[str, tuple[dict[str, str | bytes], list[str]]] = {
 }
 
 SPEC_CASES: dict[str, tuple[str | bytes, list[str]]] = {
-    "missing-models": (yaml.safe_dump({"name": "x"}), ["models", "required"]),
-    "wrong-type": (yaml.safe_dump({"models": [SIM], "repeats": "three"}), ["repeats"]),
-    "unknown-key": (yaml.safe_dump({"models": [SIM], "repeets": 2}), ["repeets"]),
-    "literal-api-key": (yaml.safe_dump({"models": [{**SIM, "api_key": "sk-live-abc"}]}),
+    "missing-models": (yaml.safe_dump({"name": "x", "judges": []}), ["models", "required"]),
+    "wrong-type": (yaml.safe_dump({"judges": [], "models": [SIM], "repeats": "three"}), ["repeats"]),
+    "unknown-key": (yaml.safe_dump({"judges": [], "models": [SIM], "repeets": 2}), ["repeets"]),
+    "literal-api-key": (yaml.safe_dump({"judges": [], "models": [{**SIM, "api_key": "sk-live-abc"}]}),
                         ["models.0.api_key", "api_key_env"]),
-    "literal-key-in-params": (yaml.safe_dump({"models": [{**SIM, "params": {"api_key": "abc123"}}]}),
+    "literal-key-in-params": (yaml.safe_dump({"judges": [], "models": [{**SIM, "params": {"api_key": "abc123"}}]}),
                               ["models.0.params.api_key", "api_key_env"]),
-    "key-shaped-value": (yaml.safe_dump({"name": "sk-proj-abcdefghij0123456789", "models": [SIM]}),
+    "key-shaped-value": (yaml.safe_dump({"name": "sk-proj-abcdefghij0123456789", "judges": [], "models": [SIM]}),
                          ["name", "literal credential"]),
-    "our-own-secret-as-key": (yaml.safe_dump({"models": [{**SIM, "api_key_env": "AFP_API_TOKEN"}]}),
+    "our-own-secret-as-key": (yaml.safe_dump({"judges": [], "models": [{**SIM, "api_key_env": "AFP_API_TOKEN"}]}),
                               ["models.0.api_key_env", "AFP_API_TOKEN"]),
-    "unknown-condition": (yaml.safe_dump({"models": [SIM], "conditions": ["A", "E"]}), ["conditions.1"]),
-    "huge-repeats": (yaml.safe_dump({"models": [SIM], "repeats": 10**9}), ["repeats", "1000"]),
-    "negative-limit": (yaml.safe_dump({"models": [{**SIM, "limits": {"requests_per_min": -5}}]}),
+    "unknown-condition": (yaml.safe_dump({"judges": [], "models": [SIM], "conditions": ["A", "E"]}), ["conditions.1"]),
+    "huge-repeats": (yaml.safe_dump({"judges": [], "models": [SIM], "repeats": 10**9}), ["repeats", "1000"]),
+    "negative-limit": (yaml.safe_dump({"judges": [], "models": [{**SIM, "limits": {"requests_per_min": -5}}]}),
                        ["models.0.limits.requests_per_min"]),
-    "bad-base-url": (yaml.safe_dump({"models": [{**SIM, "base_url": "file:///etc/passwd"}]}),
+    "bad-base-url": (yaml.safe_dump({"judges": [], "models": [{**SIM, "base_url": "file:///etc/passwd"}]}),
                      ["models.0.base_url", "http://"]),
-    "unknown-provider": (yaml.safe_dump({"models": [{**SIM, "provider": "opnai"}]}), ["unknown provider"]),
-    "non-utf8": (yaml.safe_dump({"models": [SIM]}).encode() + b"# \xff\xfe\n", ["not UTF-8"]),
+    "unknown-provider": (yaml.safe_dump({"judges": [], "models": [{**SIM, "provider": "opnai"}]}),
+                         ["unknown provider"]),
+    "non-utf8": (yaml.safe_dump({"judges": [], "models": [SIM]}).encode() + b"# \xff\xfe\n", ["not UTF-8"]),
     "empty-file": ("", ["empty file"]),
     "yaml-syntax": ("models: [unclosed\n", ["not valid YAML at line"]),
-    "duplicate-key": ("models: [{provider: sim, model: sim-1}]\nrepeats: 1\nrepeats: 2\n", ["duplicate key"]),
-    "alias-bomb": (_bomb().replace("id: P01", "models: [{provider: sim, model: sim-1}]"),
+    "duplicate-key": ("models: [{provider: sim, model: sim-1}]\njudges: []\nrepeats: 1\nrepeats: 2\n",
+                      ["duplicate key"]),
+    "alias-bomb": (_bomb().replace("id: P01", "models: [{provider: sim, model: sim-1}]\njudges: []"),
                    ["expands to more than"]),
-    "file-over-size-cap": (_big(yaml.safe_dump({"models": [SIM]})), ["50.0 MB", "limit"]),
-    "unknown-fixture-id": (yaml.safe_dump({"models": [SIM], "fixtures": {"only": ["P99"]}}), ["P99"]),
+    "file-over-size-cap": (_big(yaml.safe_dump({"judges": [], "models": [SIM]})), ["50.0 MB", "limit"]),
+    "unknown-fixture-id": (yaml.safe_dump({"judges": [], "models": [SIM], "fixtures": {"only": ["P99"]}}), ["P99"]),
 }
 
 
@@ -212,7 +214,7 @@ def test_a_50_mb_fixture_or_spec_is_refused_before_it_is_read(tmp_path):
     """Size cap (5 MB): refused from the file size, in well under a second, not parsed for minutes."""
     (tmp_path / "fx").mkdir()
     _write(tmp_path / "fx" / "P01.yaml", _big(P01))
-    _write(tmp_path / "spec.yaml", _big(yaml.safe_dump({"models": [SIM]})))
+    _write(tmp_path / "spec.yaml", _big(yaml.safe_dump({"judges": [], "models": [SIM]})))
     started = time.monotonic()
     with pytest.raises(FixtureError, match=r"P01\.yaml: file is 50\.0 MB, over the 5 MB limit"):
         load_fixtures(tmp_path / "fx")
@@ -234,7 +236,7 @@ def test_an_alias_bomb_is_refused_before_it_is_expanded(tmp_path):
 def test_yaml_anchors_within_limits_still_work_in_a_spec(tmp_path):
     """The limits refuse explosions, not YAML: a spec may reuse a block through an anchor."""
     spec = tmp_path / "s.yaml"
-    spec.write_text("models:\n"
+    spec.write_text("judges: []\nmodels:\n"
                     "  - {provider: sim, model: sim-1, limits: &l {requests_per_min: 60, burst: 2}}\n"
                     "  - {provider: sim, model: sim-2, limits: *l}\n")
     loaded = load_spec(spec)
@@ -249,6 +251,6 @@ def test_a_spec_validated_directly_also_refuses_literal_credentials():
     from afpbench.workers.sweeps.spec import SweepSpec
 
     with pytest.raises(ValidationError, match=r"models\.0\.params\.token: looks like a literal credential"):
-        SweepSpec.model_validate({"models": [{**SIM, "params": {"token": "t0k3n"}}]})
+        SweepSpec.model_validate({"judges": [], "models": [{**SIM, "params": {"token": "t0k3n"}}]})
     with pytest.raises(ValidationError, match="AFP_API_TOKEN is afpbench's own secret"):
-        SweepSpec.model_validate({"models": [{**SIM, "api_key_env": "AFP_API_TOKEN"}]})
+        SweepSpec.model_validate({"judges": [], "models": [{**SIM, "api_key_env": "AFP_API_TOKEN"}]})

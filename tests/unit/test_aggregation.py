@@ -178,7 +178,7 @@ def test_unfinished_high_risk_repeat_keeps_comparisons_pending(db):
 
 def test_cost_from_declared_prices(db):
     """Cost = token usage x declared prices, cached and reasoning tokens priced once, per model and sweep."""
-    spec = parse_spec({"name": "priced", "models": [
+    spec = parse_spec({"name": "priced", "judges": [], "models": [
         {"provider": "openai", "model": "gpt-x",
          "prices": {"input_per_mtok": 2, "output_per_mtok": 8, "cached_per_mtok": 0.5}},
         {"provider": "anthropic", "model": "claude-x",

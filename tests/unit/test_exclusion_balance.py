@@ -92,7 +92,7 @@ def unbalanced(sqlite_url, settings_env) -> str:
     """Model sim: condition C loses 6 of 10 cells to GRADER_DISPUTE, B loses none (flagged); the second
     model loses 1 of 10 under C (not flagged)."""
     settings_env(AFP_DATABASE_URL=sqlite_url)
-    spec = parse_spec({"models": [{"provider": "sim", "model": "sim-1", "label": "first"},
+    spec = parse_spec({"judges": [], "models": [{"provider": "sim", "model": "sim-1", "label": "first"},
                                   {"provider": "sim", "model": "sim-2", "label": "second"}]})
     with session_scope() as s:
         sweep = make_sweep(s, "bal", spec=spec)

@@ -123,7 +123,7 @@ def test_failed_export_leaves_nothing_half_written(db, tmp_path, demo_inputs):
 def test_run_record_has_every_protocol_field_and_masks_keys_in_export(db, tmp_path, demo_inputs, monkeypatch):
     """Run record (protocol run_record list) complete; a provider key never reaches the exported bundle."""
     monkeypatch.setenv("AFP_TEST_EXPORT_KEY", "sk-live-secret-value-123456")
-    spec = parse_spec({"name": "keyed", "models": [
+    spec = parse_spec({"name": "keyed", "judges": [], "models": [
         {"provider": "openai", "model": "gpt-x", "api_key_env": "AFP_TEST_EXPORT_KEY"}]})
     with session_scope() as s:
         cells = CellMaker(s, make_sweep(s, "key", spec=spec, inputs=demo_inputs))

@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 from afpbench.api.cli_results import CommandError
 from afpbench.api.cli_serve import flower_basic_auth, is_loopback, register
 from afpbench.api.http.app import create_app, route_table
+from afpbench.api.http.door import PUBLIC_PATHS
 from afpbench.workers.sim.server import FaultConfig, SimConfig, SimServer
 
 TOKEN = "unit-test-token-7f3a9c"
@@ -76,7 +77,8 @@ def _concrete(path: str) -> str:
 
 
 def test_every_route_but_healthz_requires_the_bearer_token(client):
-    """Auth: no token or a wrong one -> 401 on every route except /healthz; the token is never echoed."""
+    """Auth: no token or a wrong one -> 401 on every route except /healthz and the public API description
+    (/docs, /openapi.json: not secret); the token is never echoed."""
     routes = route_table(client.app)
     assert {"/sweeps", "/cells/{cell_id}", "/metrics", "/docs", "/openapi.json"} <= {p for p, _ in routes}
     for path, methods in routes:
@@ -85,7 +87,7 @@ def test_every_route_but_healthz_requires_the_bearer_token(client):
         for method in methods - {"HEAD"}:
             for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {TOKEN}"}):
                 response = client.request(method, _concrete(path), headers=headers)
-                expected = 200 if path == "/healthz" else 401
+                expected = 200 if path in PUBLIC_PATHS else 401
                 assert response.status_code == expected, (method, path, headers, response.text)
                 assert TOKEN not in response.text
     assert client.get("/openapi.json", headers=AUTH).json()["paths"]["/sweeps"]["post"]

@@ -28,27 +28,28 @@ def test_demo_matrix_is_56_cells_with_high_risk_raised_to_three_repeats():
 
 
 def test_repeats_multiply_every_fixture_and_models_multiply_the_matrix():
-    spec = parse_spec({"models": [SIM, {**SIM, "model": "sim-2"}], "repeats": 4, "conditions": ["A", "C"]})
+    spec = parse_spec({"models": [SIM, {**SIM, "model": "sim-2"}], "judges": [], "repeats": 4,
+                       "conditions": ["A", "C"]})
     plan = plan_cells(spec, load_inputs(spec))
     assert len(plan.cells) == 2 * 2 * 8 * 4  # high-risk already at 4 >= 3
 
 
 def test_unknown_provider_is_named():
     with pytest.raises(SpecError, match=r"models\.0\.provider: unknown provider 'opnai'"):
-        parse_spec({"models": [{"provider": "opnai", "model": "x"}]})
+        parse_spec({"models": [{"provider": "opnai", "model": "x"}], "judges": []})
 
 
 def test_a_literal_key_in_the_spec_is_refused():
     """Secrets come from the environment only."""
     with pytest.raises(SpecError, match="api_key_env"):
-        parse_spec({"models": [{**SIM, "api_key": "sk-live-123"}]})
+        parse_spec({"models": [{**SIM, "api_key": "sk-live-123"}], "judges": []})
 
 
 def test_unknown_field_and_bad_condition_are_named():
     with pytest.raises(SpecError, match=r"repeets"):
-        parse_spec({"models": [SIM], "repeets": 2})
+        parse_spec({"models": [SIM], "judges": [], "repeets": 2})
     with pytest.raises(SpecError, match=r"conditions\.0"):
-        parse_spec({"models": [SIM], "conditions": ["E"]})
+        parse_spec({"models": [SIM], "judges": [], "conditions": ["E"]})
 
 
 def test_malformed_yaml_names_the_file_and_line(tmp_path):
@@ -59,9 +60,9 @@ def test_malformed_yaml_names_the_file_and_line(tmp_path):
 
 
 def test_model_hash_is_deterministic_and_sensitive_to_params():
-    a = parse_spec({"models": [SIM]}).models[0]
-    b = parse_spec({"models": [SIM]}).models[0]
-    c = parse_spec({"models": [{**SIM, "params": {"temperature": 0.5}}]}).models[0]
+    a = parse_spec({"models": [SIM], "judges": []}).models[0]
+    b = parse_spec({"models": [SIM], "judges": []}).models[0]
+    c = parse_spec({"models": [{**SIM, "params": {"temperature": 0.5}}], "judges": []}).models[0]
     assert a.model_hash == b.model_hash != c.model_hash
 
 
@@ -95,6 +96,7 @@ def test_unstorable_text_is_located_also_inside_params_keys_and_lists():
 def test_the_resolved_spec_parses_again_unchanged():
     """Workers re-parse the stored spec: the stricter types must accept everything they produce."""
     spec = parse_spec({"models": [{**SIM, "base_url": "HTTP://h:1/v1/", "limits": {"requests_per_min": 60.5},
-                                   "params": {"temperature": 0.0}}], "conditions": ["B", "A"], "repeats": 2})
+                                   "params": {"temperature": 0.0}}], "conditions": ["B", "A"], "repeats": 2,
+                       "judges": []})
     again = parse_spec(spec.resolved())
     assert again.resolved() == spec.resolved() and again.models[0].base_url == "http://h:1/v1"

@@ -32,7 +32,8 @@ def _drain() -> list:
 def queued(sqlite_url, settings_env) -> list[int]:
     settings_env(AFP_DATABASE_URL=sqlite_url, AFP_BROKER_URL="memory://")
     _drain()
-    spec = parse_spec({"name": "labels", "models": [{"provider": "sim", "model": "sim-1", "label": LABEL}]})
+    spec = parse_spec({"name": "labels", "models": [{"provider": "sim", "model": "sim-1", "label": LABEL}],
+                       "judges": []})
     with session_scope() as s:
         cells = CellMaker(s, make_sweep(s, "lab1", spec=spec, status="running", inputs=load_inputs(spec).to_json()))
         ids = [cells.add("C", "P06", None, repeat=2), cells.add("A", "P01", None)]

@@ -46,7 +46,7 @@ def demo_inputs() -> dict:
 
 def _build(demo_inputs) -> dict[str, int]:
     spec = parse_spec({"name": "viewer <unit>", "models": [{"provider": "sim", "model": "sim-1",
-                                                              "label": HOSTILE_LABEL}]})
+                                                              "label": HOSTILE_LABEL}], "judges": []})
     with session_scope() as s:
         cells = CellMaker(s, make_sweep(s, "vw1", spec=spec, inputs=demo_inputs))
         ids = {c: cells.add(c, "P06", st, output_text=f"{c}: {HOSTILE} {QUOTE}.")

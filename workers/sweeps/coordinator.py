@@ -10,8 +10,8 @@ import logging
 import uuid
 from dataclasses import dataclass, field
 
-from sqlalchemy import func, insert
-from sqlmodel import Session, col, select
+from sqlalchemy import insert
+from sqlmodel import Session
 
 from afpbench.scoring.render import render
 from afpbench.scoring.states import ResultState
@@ -122,21 +122,6 @@ def create_sweep(session: Session, spec: SweepSpec, inputs: SweepInputs | None =
         session.execute(insert(Cell), rows[start : start + 5000])
     session.flush()
     return sweep
-
-
-def counts_by_phase_and_state(session: Session, sweep_id: str) -> dict[str, dict[str, int]]:
-    rows = session.execute(
-        select(Cell.phase, Cell.state, func.count())
-        .where(Cell.sweep_id == sweep_id)
-        .group_by(Cell.phase, col(Cell.state))
-    ).all()
-    phases: dict[str, int] = {}
-    states: dict[str, int] = {}
-    for phase, state, n in rows:
-        phases[phase] = phases.get(phase, 0) + n
-        if state:
-            states[state] = states.get(state, 0) + n
-    return {"phases": phases, "states": states}
 
 
 def verify_sweep(sweep: Sweep) -> list[str]:

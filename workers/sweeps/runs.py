@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sqlalchemy import func, update
+from sqlalchemy import update
 from sqlmodel import col, select
 
 from afpbench.workers.celery_app import check_broker
@@ -17,24 +17,16 @@ from afpbench.workers.errors import RunCancelled, SealMismatch, SweepNotFound
 from afpbench.workers.providers.preflight import preflight
 from afpbench.workers.settings import get_settings
 from afpbench.workers.store.db import check_database, session_scope
-from afpbench.workers.store.models import Attempt, Cell, Phase, Sweep, SweepStatus, saved_id, utcnow
-from afpbench.workers.sweeps.coordinator import counts_by_phase_and_state, create_sweep, verify_sweep
+from afpbench.workers.store.models import Cell, Phase, Sweep, SweepStatus, saved_id, utcnow
+from afpbench.workers.sweeps.coordinator import create_sweep, verify_sweep
 from afpbench.workers.sweeps.inputs import load_inputs, remember
+
+# Read-only progress lives in progress.py (no Celery import); re-exported for callers of runs.*.
+from afpbench.workers.sweeps.progress import Progress as Progress
+from afpbench.workers.sweeps.progress import attempts_count as attempts_count
+from afpbench.workers.sweeps.progress import latest_sweep_id as latest_sweep_id
+from afpbench.workers.sweeps.progress import progress as progress
 from afpbench.workers.sweeps.spec import SweepSpec
-
-
-@dataclass
-class Progress:
-    sweep_id: str
-    total: int
-    done: int
-    phases: dict[str, int]
-    states: dict[str, int]
-    status: str
-
-    @property
-    def finished(self) -> bool:
-        return self.done >= self.total
 
 
 @dataclass(frozen=True)
@@ -78,24 +70,6 @@ def start_sweep(spec: SweepSpec, *, check_endpoints: bool = True) -> str:
     return sweep_id
 
 
-def progress(sweep_id: str) -> Progress:
-    with session_scope() as session:
-        # Only the status column: the sweep row's JSON (every fixture text) is large and this is polled.
-        status = session.exec(select(Sweep.status).where(Sweep.id == sweep_id)).first()
-        if status is None:
-            raise SweepNotFound(f"no sweep with id {sweep_id!r}")
-        counts = counts_by_phase_and_state(session, sweep_id)
-        total = sum(counts["phases"].values())
-        return Progress(
-            sweep_id,
-            total,
-            counts["phases"].get(Phase.done, 0),
-            counts["phases"],
-            counts["states"],
-            status,
-        )
-
-
 def wait_for(
     sweep_id: str,
     on_progress: Callable[[Progress], None] | None = None,
@@ -125,13 +99,6 @@ def wait_for(
         if timeout_s is not None and time.monotonic() - started > timeout_s:
             return p
         time.sleep(poll_s)
-
-
-def attempts_count(sweep_id: str) -> int:
-    with session_scope() as session:
-        return session.exec(
-            select(func.count()).select_from(Attempt).join(Cell).where(Cell.sweep_id == sweep_id)
-        ).one()
 
 
 def resume(sweep_id: str) -> Resumed:
@@ -191,8 +158,3 @@ def cancel(sweep_id: str) -> Cancelled:
             status = session.exec(select(Sweep.status).where(Sweep.id == sweep_id)).one()
             return Cancelled(status, unfinished, False)
     return Cancelled(SweepStatus.cancelled, unfinished, True)
-
-
-def latest_sweep_id() -> str | None:
-    with session_scope() as session:
-        return session.exec(select(Sweep.id).order_by(col(Sweep.created_at).desc()).limit(1)).first()

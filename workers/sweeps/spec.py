@@ -6,6 +6,9 @@ variable that holds its key). See docs/SPEC.md for the documented format.
 
 from __future__ import annotations
 
+import difflib
+import types
+import typing
 from pathlib import Path
 from typing import Any, Literal
 
@@ -36,6 +39,8 @@ from afpbench.workers.sweeps.sources import (
 from afpbench.workers.sweeps.spec_values import Count, Line, Number, checked_base_url, refuse_unstorable
 
 CONDITIONS: tuple[Literal["A", "B", "C", "D"], ...] = ("A", "B", "C", "D")
+NO_JUDGES = ("missing: add judges: [...] or write judges: [] to run without judges: every answered cell "
+             "then ends GRADER_DISPUTE")
 HIGH_RISK_MIN_REPEATS = 3
 # Afpbench's own secrets can never be named as a provider key: a spec (perhaps posted to
 # the HTTP API) could otherwise send them as a bearer token to any base_url it names.
@@ -173,10 +178,20 @@ class DisputeRuleSpec(_Strict):
     max_parse_retries: Count = Field(default=2, ge=0, le=5)
 
 
+def _judges_required(schema: dict[str, Any]) -> None:
+    """The JSON schema (OpenAPI) shows `judges` as required, which is what the validator enforces."""
+    schema["properties"]["judges"].pop("default", None)
+    schema["required"] = [*schema.get("required", []), "judges"]
+
+
 class SweepSpec(_Strict):
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_judges_required)
+
     name: Line = Field(default="sweep", min_length=1, max_length=200)
     models: list[ModelSpec] = Field(min_length=1)
-    judges: list[ModelSpec] = Field(default_factory=list)
+    # Required, but checked by a validator (not by pydantic's "Field required") so that the refusal says
+    # what to write, and is listed with every other error of the spec (docs/SPEC.md, "Judges").
+    judges: list[ModelSpec] = Field(default=None, validate_default=True)  # type: ignore[assignment]
     conditions: list[Literal["A", "B", "C", "D"]] = Field(default_factory=lambda: list(CONDITIONS), min_length=1)
     fixtures: FixtureSource = Field(default_factory=FixtureSource)
     instructions: InstructionSource = Field(default_factory=InstructionSource)
@@ -203,6 +218,14 @@ class SweepSpec(_Strict):
         refuse_unstorable(cls.__name__, data)
         return data
 
+    @field_validator("judges", mode="before")
+    @classmethod
+    def _judges_written(cls, v: Any) -> Any:
+        # Without judges every answered cell ends GRADER_DISPUTE; that must be a choice, not an omission.
+        if v is None:
+            raise ValueError(NO_JUDGES)
+        return v
+
     @field_validator("conditions")
     @classmethod
     def _conditions(cls, v: list[str]) -> list[str]:
@@ -227,12 +250,56 @@ class SweepSpec(_Strict):
 
 
 def _describe(exc: ValidationError) -> str:
-    parts = []
+    """Every error of the spec, one line each (one error: on the same line as the source)."""
+    lines = []
     for err in exc.errors():
-        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        msg = err["msg"].removeprefix("Value error, ")
-        parts.append(f"{where}: {msg}")
-    return "; ".join(parts)
+        loc = tuple(err["loc"])
+        where = ".".join(str(p) for p in loc) or "(top level)"
+        if err["type"] == "extra_forbidden" and loc:
+            msg = _unknown_field(loc)
+        else:
+            msg = err["msg"].removeprefix("Value error, ")
+        lines.append(f"{where}: {msg}")
+    missing = f"judges: {NO_JUDGES}"
+    if missing in lines and any(line.endswith("did you mean 'judges'?") and "." not in line.split(":")[0]
+                                for line in lines):
+        lines.remove(missing)  # the typo'd key already says where the judges went
+    if len(lines) == 1:
+        return lines[0]
+    return f"{len(lines)} problems:" + "".join(f"\n  {line}" for line in lines)
+
+
+def _unknown_field(loc: tuple) -> str:
+    known = _field_names_at(loc[:-1])
+    close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
+    if close:
+        return f"unknown field; did you mean '{close[0]}'?"
+    return "unknown field" + (f" (known here: {', '.join(known)})" if known else "")
+
+
+def _field_names_at(loc: tuple) -> list[str]:
+    """The field names of the spec model reached by following `loc` from the top (list indexes skipped)."""
+    model: type[BaseModel] | None = SweepSpec
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(str(part)) if model else None
+        model = _model_in(field.annotation) if field else None
+        if model is None:
+            return []
+    return list(model.model_fields) if model else []
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The spec model inside an annotation such as list[ModelSpec] or Limits | None."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    if typing.get_origin(annotation) in (list, typing.Union, types.UnionType):
+        for arg in typing.get_args(annotation):
+            found = _model_in(arg)
+            if found:
+                return found
+    return None
 
 
 def _literal_secret_at(data: Any, path: str = "") -> str | None:

@@ -1,0 +1,120 @@
+"""Read-only listings for the everyday loop: recent sweeps, and a sweep's cells with their scores.
+
+Both front doors read these (the CLI's `sweeps` and `cells`); the queries touch only narrow columns
+(never a sweep's JSON inputs, which hold every fixture text) so a listing answers at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import case, func, or_
+from sqlalchemy import select as sa_select  # more than four columns: sqlmodel's typed select stops at four
+from sqlalchemy.orm import aliased
+from sqlmodel import Session, col, select
+
+from afpbench.fixtures.schema import DIMENSIONS
+from afpbench.workers.errors import SweepNotFound
+from afpbench.workers.store.models import Cell, Phase, Result, Sweep, as_utc
+
+
+@dataclass(frozen=True)
+class SweepLine:
+    id: str
+    name: str
+    models: list[str]
+    status: str
+    cells: int
+    done: int
+    simulated: bool
+    created_at: datetime
+
+    def as_json(self) -> dict[str, Any]:
+        return {**self.__dict__, "created_at": self.created_at.isoformat(timespec="seconds")}
+
+
+@dataclass(frozen=True)
+class CellFilter:
+    state: str | None = None
+    fixture: str | None = None  # fixture id, or id@version
+    condition: str | None = None
+    model: str | None = None  # model label or model hash
+
+
+@dataclass(frozen=True)
+class CellLine:
+    id: int
+    model: str
+    condition: str
+    fixture: str  # id@version
+    repeat: int
+    phase: str
+    state: str | None
+    total: int | None
+    scores: dict[str, int | None]
+    fatal_criterion: str | None
+    attempts: int
+
+    def as_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def recent_sweeps(session: Session, limit: int = 20) -> list[SweepLine]:
+    """Newest first, with each sweep's model labels and progress (from its cells)."""
+    rows = session.execute(
+        sa_select(col(Sweep.id), col(Sweep.name), col(Sweep.status), col(Sweep.simulated), col(Sweep.created_at))
+        .order_by(col(Sweep.created_at).desc(), col(Sweep.id)).limit(limit)
+    ).all()
+    ids = [r.id for r in rows]
+    per_model = session.execute(
+        sa_select(col(Cell.sweep_id), col(Cell.model_label), func.count(),
+                  func.sum(case((col(Cell.phase) == Phase.done, 1), else_=0)), func.min(col(Cell.id)))
+        .where(col(Cell.sweep_id).in_(ids)).group_by(col(Cell.sweep_id), col(Cell.model_label))
+    ).all() if ids else []
+    models: dict[str, list[tuple[int, str]]] = {}
+    counts: dict[str, list[int]] = {}
+    for sweep_id, label, n, done, first in per_model:
+        models.setdefault(sweep_id, []).append((first, label))
+        slot = counts.setdefault(sweep_id, [0, 0])
+        slot[0] += n
+        slot[1] += int(done or 0)
+    return [SweepLine(id=r.id, name=r.name, models=[label for _, label in sorted(models.get(r.id, []))],
+                      status=r.status, cells=counts.get(r.id, [0, 0])[0], done=counts.get(r.id, [0, 0])[1],
+                      simulated=r.simulated, created_at=as_utc(r.created_at)) for r in rows]
+
+
+def sweep_cells(session: Session, sweep_id: str, where: CellFilter, limit: int | None = None) -> list[CellLine]:
+    """The sweep's cells in id order, each with its latest result's scores (None before scoring)."""
+    if session.execute(select(Sweep.id).where(Sweep.id == sweep_id)).first() is None:
+        raise SweepNotFound(f"no sweep with id {sweep_id!r}")
+    conditions: list[Any] = [Cell.sweep_id == sweep_id]
+    if where.state is not None:
+        conditions.append(Cell.state == where.state)
+    if where.condition is not None:
+        conditions.append(Cell.condition == where.condition)
+    if where.fixture is not None:
+        fixture_id, _, version = where.fixture.partition("@")
+        conditions.append(Cell.fixture_id == fixture_id)
+        if version:
+            conditions.append(Cell.fixture_version == version)
+    if where.model is not None:
+        conditions.append(or_(col(Cell.model_label) == where.model, col(Cell.model_hash) == where.model))
+    # The latest scoring run of each cell (human decisions add rows; the newest is the one reported).
+    newer = aliased(Result)
+    latest = (select(func.max(newer.scoring_run)).where(newer.cell_id == Cell.id).correlate(Cell)
+              .scalar_subquery())
+    q = (select(Cell, Result.total, Result.fatal_criterion, *(getattr(Result, c) for c in DIMENSIONS))
+         .outerjoin(Result, (col(Result.cell_id) == col(Cell.id)) & (col(Result.scoring_run) == latest))
+         .where(*conditions).order_by(col(Cell.id)))
+    if limit is not None:
+        q = q.limit(limit)
+    out = []
+    for cell, total, fatal, *scores in session.execute(q).all():
+        out.append(CellLine(id=cell.id, model=cell.model_label, condition=cell.condition,
+                            fixture=f"{cell.fixture_id}@{cell.fixture_version}", repeat=cell.repeat,
+                            phase=cell.phase, state=cell.state, total=total,
+                            scores=dict(zip(DIMENSIONS, scores, strict=True)),
+                            fatal_criterion=fatal, attempts=cell.attempts))
+    return out

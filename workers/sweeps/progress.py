@@ -1,0 +1,75 @@
+"""Where a sweep stands: progress by phase and result state, attempts, the latest sweep.
+
+Read-only and kept apart from runs.py (which sends tasks and so imports Celery): `afpbench status`,
+`cells` and the HTTP API read progress without loading the broker client.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import func
+from sqlmodel import col, select
+
+from afpbench.workers.errors import SweepNotFound
+from afpbench.workers.store.db import session_scope
+from afpbench.workers.store.models import Attempt, Cell, Phase, Sweep
+
+
+@dataclass
+class Progress:
+    sweep_id: str
+    total: int
+    done: int
+    phases: dict[str, int]
+    states: dict[str, int]
+    status: str
+
+    @property
+    def finished(self) -> bool:
+        return self.done >= self.total
+
+
+def counts_by_phase_and_state(session, sweep_id: str) -> dict[str, dict[str, int]]:
+    rows = session.execute(
+        select(Cell.phase, Cell.state, func.count())
+        .where(Cell.sweep_id == sweep_id)
+        .group_by(col(Cell.phase), col(Cell.state))
+    ).all()
+    phases: dict[str, int] = {}
+    states: dict[str, int] = {}
+    for phase, state, n in rows:
+        phases[phase] = phases.get(phase, 0) + n
+        if state:
+            states[state] = states.get(state, 0) + n
+    return {"phases": phases, "states": states}
+
+
+def progress(sweep_id: str) -> Progress:
+    with session_scope() as session:
+        # Only the status column: the sweep row's JSON (every fixture text) is large and this is polled.
+        status = session.exec(select(Sweep.status).where(Sweep.id == sweep_id)).first()
+        if status is None:
+            raise SweepNotFound(f"no sweep with id {sweep_id!r}")
+        counts = counts_by_phase_and_state(session, sweep_id)
+        total = sum(counts["phases"].values())
+        return Progress(
+            sweep_id,
+            total,
+            counts["phases"].get(Phase.done, 0),
+            counts["phases"],
+            counts["states"],
+            status,
+        )
+
+
+def attempts_count(sweep_id: str) -> int:
+    with session_scope() as session:
+        return session.exec(
+            select(func.count()).select_from(Attempt).join(Cell).where(Cell.sweep_id == sweep_id)
+        ).one()
+
+
+def latest_sweep_id() -> str | None:
+    with session_scope() as session:
+        return session.exec(select(Sweep.id).order_by(col(Sweep.created_at).desc()).limit(1)).first()
