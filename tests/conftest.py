@@ -22,7 +22,7 @@ REDIS_URL = os.environ.get("AFP_TEST_REDIS", "redis://127.0.0.1:6379")
 # (workers/providers/key_policy.py).
 TEST_KEY_VARIABLES = (*DEFAULT_KEY_VARIABLES, "AFP_TEST_KEY", "AFP_TEST_EXPORT_KEY", "AFP_CANARY_*", "AFP_UNIT_KEY",
                       "AFP_ABSENT_KEY", "AFP_REPLAY_TEST_KEY", "AFP_NOT_SET_ANYWHERE", "AFP_SEMANTICS_KEY",
-                      "AFP_STRUCTURED_TEST_KEY", "AFP_T_KEY")
+                      "AFP_STRUCTURED_TEST_KEY", "AFP_T_KEY", "AFP_BUDGET_KEY")
 os.environ.setdefault("AFP_KEY_VARS", ",".join(TEST_KEY_VARIABLES))
 # One Redis database per test process (1-15), so concurrent test runs on one machine never share queues.
 REDIS_TEST_DB = int(os.environ.get("AFP_TEST_REDIS_DB", str(1 + os.getpid() % 15)))

@@ -83,7 +83,8 @@ def test_the_openapi_document_lists_401_413_and_422(served):
     """Rule (acceptance): the OpenAPI document names the door's answers: 413 on every operation, 401 on
     every operation but /healthz, 422 on every operation that takes input."""
     doc = requests.get(f"{served.base}/openapi.json", headers=AUTH, timeout=10).json()
-    assert requests.get(f"{served.base}/openapi.json", timeout=10).status_code == 401
+    # The description itself is public (issue #13: Swagger fetches it before Authorize has the token).
+    assert requests.get(f"{served.base}/openapi.json", timeout=10).status_code == 200
     operations = [(path, method, op) for path, ops in doc["paths"].items() for method, op in ops.items()]
     assert len(operations) >= 12
     for path, method, op in operations:

@@ -179,7 +179,7 @@ def test_the_api_refuses_a_sweep_while_the_broker_is_unreachable_and_writes_noth
     serve = subprocess.Popen([sys.executable, "-m", "afpbench.api.cli", "serve", "--port", str(port)],
                              cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        with SimServer(SimConfig(faults=FaultConfig())).start() as sim:
+        with SimServer(SimConfig(faults=FaultConfig())).start():
             deadline = time.monotonic() + 60
             while True:
                 try:
@@ -188,7 +188,8 @@ def test_the_api_refuses_a_sweep_while_the_broker_is_unreachable_and_writes_noth
                 except requests.ConnectionError:
                     assert serve.poll() is None and time.monotonic() < deadline, "serve did not start"
                     time.sleep(0.2)
-            body = {**SPEC, "models": [{"provider": "sim", "model": "sim-1", "base_url": sim.base_url}]}
+            # No base_url: the server's AFP_SIM_URL (an API spec may not name other addresses by default).
+            body = {**SPEC, "models": [{"provider": "sim", "model": "sim-1"}]}
             response = requests.post(f"http://127.0.0.1:{port}/sweeps", json=body, timeout=30,
                                      headers={"Authorization": f"Bearer {token}"})
     finally:

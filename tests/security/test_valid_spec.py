@@ -71,7 +71,8 @@ CLI_CASES = ["infinite-rate", "empty-conditions", "boolean-repeats", "nul-in-mod
 def _spec_file(root: Path, case: str) -> Path:
     work = root / case
     work.mkdir()
-    (work / "bad-spec.yaml").write_text(SPEC_CASES[case][0], encoding="utf-8")
+    # `judges: []` written, so the one error is the case's own (a spec without the key is refused too).
+    (work / "bad-spec.yaml").write_text(SPEC_CASES[case][0] + "judges: []\n", encoding="utf-8")
     return work / "bad-spec.yaml"
 
 
@@ -111,16 +112,19 @@ def test_cli_refuses_each_spec_hole_with_exit_2_and_writes_nothing(cli_outcomes,
 def test_a_scheme_in_capitals_is_accepted_and_normalised():
     """Rule: the base URL's scheme is checked case-insensitively (HTTP:// is http://), and stored in
     lower case so one endpoint is one limiter pool and one model hash."""
-    upper = parse_spec({"models": [{"provider": "sim", "model": "m", "base_url": "HTTPS://Host:8443/v1/"}]})
+    upper = parse_spec({"models": [{"provider": "sim", "model": "m", "base_url": "HTTPS://Host:8443/v1/"}],
+                        "judges": []})
     assert upper.models[0].base_url == "https://Host:8443/v1"
-    lower = parse_spec({"models": [{"provider": "sim", "model": "m", "base_url": "https://Host:8443/v1"}]})
+    lower = parse_spec({"models": [{"provider": "sim", "model": "m", "base_url": "https://Host:8443/v1"}],
+                        "judges": []})
     assert upper.models[0].model_hash == lower.models[0].model_hash
 
 
 def test_text_params_keep_their_line_breaks():
     """Rule: only NULs and lone surrogates are refused in free-form params; a stop sequence "\\n" is a
     legitimate request parameter and passes."""
-    spec = parse_spec({"models": [{"provider": "sim", "model": "m", "params": {"stop": ["\n\n"], "top_p": 0.9}}]})
+    spec = parse_spec({"models": [{"provider": "sim", "model": "m", "params": {"stop": ["\n\n"], "top_p": 0.9}}],
+                       "judges": []})
     assert spec.models[0].params == {"stop": ["\n\n"], "top_p": 0.9}
 
 
@@ -159,6 +163,7 @@ def test_api_refuses_each_spec_hole_with_422_naming_the_field(client, case):
     """Rule: over the HTTP API the same holes are a 422 whose detail names the field (loc); a lone
     surrogate in a path field was an HTTP 500. Nothing is written."""
     body, loc, word = API_CASES[case]
+    body = body[:-1] + ', "judges": []}'  # written, so the one error is the case's own
     response = client.post("/sweeps", content=body.encode("utf-8"), headers=AUTH)
     assert response.status_code == 422, response.text
     detail = response.json()["detail"]
@@ -173,7 +178,7 @@ def test_an_error_quoting_a_server_file_name_that_is_not_utf8_is_a_422(client, t
     folder.mkdir()
     with open(bytes(folder) + b"/P\xff.yaml", "wb") as bad:  # neither the name nor the text is UTF-8
         bad.write(b"id: P01\n# caf\xe9\n")
-    body = {"models": [{"provider": "sim", "model": "sim-1"}], "fixtures": {"dir": str(folder)}}
+    body = {"models": [{"provider": "sim", "model": "sim-1"}], "judges": [], "fixtures": {"dir": str(folder)}}
     response = client.post("/sweeps", content=json.dumps(body), headers=AUTH)
     assert response.status_code == 422, response.text
     assert response.json()["detail"], response.text
