@@ -104,23 +104,27 @@ def _survive_broker_loss() -> None:
     restore_unacked.afpbench_guarded = True  # type: ignore[attr-defined]
     kombu_redis.QoS.restore_unacked = restore_unacked  # type: ignore[method-assign]  # deliberate monkeypatch
 
-    # The same for an ack sent while the broker is away (seen once in four broker-loss runs: a pool
-    # thread's ack raised ConnectionError and the worker exited). Skipping it is safe: either the broker
-    # lost the message with everything else, or it stays in the unacked index, comes back after the
-    # visibility timeout, and the idempotent task finds its cell already done.
+    # The same for an ack or a reject sent while the broker is away (an ack seen once in four
+    # broker-loss runs, a reject once in three: a pool thread's call raised ConnectionError and the
+    # worker exited). Skipping it is safe: either the broker lost the message with everything else, or
+    # it stays in the unacked index, comes back after the visibility timeout, and the idempotent task
+    # finds its cell already done.
     import redis.exceptions as redis_errors
 
-    original_ack = kombu_redis.QoS.ack
+    lost = (redis_errors.ConnectionError, redis_errors.TimeoutError, AttributeError)
 
-    def ack(self, delivery_tag):
-        try:
-            return original_ack(self, delivery_tag)
-        except (redis_errors.ConnectionError, redis_errors.TimeoutError, AttributeError) as exc:
-            logging.getLogger(__name__).warning("ack not delivered (%s); the message may come back",
-                                                type(exc).__name__)
-            return None
+    def tolerant(method, what: str):
+        def call(self, delivery_tag, *args, **kwargs):
+            try:
+                return method(self, delivery_tag, *args, **kwargs)
+            except lost as exc:
+                logging.getLogger(__name__).warning("%s not delivered (%s); the message may come back",
+                                                    what, type(exc).__name__)
+                return None
+        return call
 
-    kombu_redis.QoS.ack = ack  # type: ignore[method-assign]  # deliberate monkeypatch
+    kombu_redis.QoS.ack = tolerant(kombu_redis.QoS.ack, "ack")  # type: ignore[method-assign]
+    kombu_redis.QoS.reject = tolerant(kombu_redis.QoS.reject, "reject")  # type: ignore[method-assign]
 
 
 _survive_broker_loss()
