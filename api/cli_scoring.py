@@ -121,8 +121,13 @@ def register(app: typer.Typer) -> None:
         judge: str | None = typer.Option(None, help="PROVIDER:MODEL; default: the sweep's sealed judges"),
         base_url: str | None = typer.Option(None),
         api_key_env: str | None = typer.Option(None),
+        over_decisions: bool = typer.Option(
+            False, "--over-decisions", help="also rescore cells a human decided (default: keep the decision)"
+        ),
     ) -> None:
-        """Score again from stored raw outputs (no call to the tested model); adds a new scoring run."""
+        """Score again from stored raw outputs (no call to the tested model); adds a new scoring run.
+
+        Cells whose latest verdict is a human decision keep it unless --over-decisions is given."""
         from afpbench.workers.errors import AdjudicationError
         from afpbench.workers.grading.adjudication import rescore_sweep
 
@@ -141,13 +146,19 @@ def register(app: typer.Typer) -> None:
                         raise CommandError(f"no sweep with id {sweep!r}")
                     _with_sim(stack, parse_spec(row.spec).judges)
             try:
-                counts = rescore_sweep(sweep, judges)
+                outcome = rescore_sweep(sweep, judges, over_decisions=over_decisions)
             except AdjudicationError as exc:
                 raise CommandError(str(exc)) from None
+        counts = outcome.counts
         typer.echo(
             f"rescored {sum(counts.values())} cells: "
             + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
         )
+        if outcome.kept_decisions:
+            typer.echo(
+                f"kept the human decision on {len(outcome.kept_decisions)} cells "
+                f"({', '.join(map(str, outcome.kept_decisions))}); --over-decisions rescores them too"
+            )
 
     @app.command()
     def calibrate(

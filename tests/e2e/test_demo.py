@@ -105,3 +105,36 @@ def test_rescore_adds_a_scoring_run_and_calibrate_reports_agreement(tmp_path):
     report = json.loads(calibrated.stdout)
     assert report["simulated"] is True and report["items"] >= 32 and report["unparseable"] == 0
     assert report["kappa"] == 1.0 and all(v == 1.0 for v in report["exact_by_dimension"].values())
+
+
+def test_rescore_keeps_a_human_decision_unless_asked(tmp_path):
+    """Adjudication rule: a reviewer's verdict is not replaced silently by a judge re-run."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text(yaml.safe_dump({
+        "models": [{"provider": "sim", "model": "sim-1"}], "judges": [{"provider": "sim", "model": "sim-1"}],
+        "fixtures": {"only": ["P02"]}, "conditions": ["A", "C"],
+    }))
+    run = afpbench(["run", str(spec), "--json"], tmp_path)
+    assert run.returncode == 0, run.stderr
+    sweep = json.loads(run.stdout)["sweep_id"]
+    con = sqlite3.connect(tmp_path / "afpbench.db")
+    cell, judged = con.execute("select id, state from cell order by id limit 1").fetchone()
+    con.close()
+    decided = "MODEL_FAIL" if judged != "MODEL_FAIL" else "MODEL_PASS"
+    scores = ["--scores", "2,2,2,2"] if decided == "MODEL_PASS" else ["--scores", "0,1,1,1"]
+    out = afpbench(["adjudicate", "decide", str(cell), "--state", decided, "--reviewer", "rev",
+                    "--note", "read it", "--override", "--reason", "the judge missed it", *scores], tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+    def state_of_cell() -> str:
+        with sqlite3.connect(tmp_path / "afpbench.db") as c:
+            return c.execute("select state from cell where id = ?", (cell,)).fetchone()[0]
+
+    assert state_of_cell() == decided
+    kept = afpbench(["rescore", sweep], tmp_path)
+    assert kept.returncode == 0, kept.stderr
+    assert "rescored 1 cells" in kept.stdout and f"kept the human decision on 1 cells ({cell})" in kept.stdout
+    assert state_of_cell() == decided
+    over = afpbench(["rescore", sweep, "--over-decisions"], tmp_path)
+    assert over.returncode == 0 and "rescored 2 cells" in over.stdout, over.stdout + over.stderr
+    assert state_of_cell() == judged

@@ -10,6 +10,7 @@ Re-scoring reads the stored raw output and calls judges again, never the tested 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 from sqlmodel import col, select
 
@@ -142,6 +143,14 @@ def history(cell_id: int) -> dict:
         }
 
 
+@dataclass(frozen=True)
+class RescoreOutcome:
+    """What `rescore` did: new states by count, and the cells it left alone because a human decided them."""
+
+    counts: dict[str, int]
+    kept_decisions: tuple[int, ...]  # cell ids whose latest result is a human decision, not rescored
+
+
 def rescore_cell(cell_id: int, judges: list[ModelSpec] | None = None) -> str:
     with session_scope() as session:
         verdict, details, run = score_answer(session, cell_id, judges)
@@ -150,18 +159,33 @@ def rescore_cell(cell_id: int, judges: list[ModelSpec] | None = None) -> str:
         return verdict.state.value
 
 
-def rescore_sweep(sweep_id: str, judges: list[ModelSpec] | None = None, threads: int = 8) -> dict[str, int]:
-    """New scoring run for every cell that has a model answer; returns counts by new state."""
+def rescore_sweep(
+    sweep_id: str, judges: list[ModelSpec] | None = None, threads: int = 8, *, over_decisions: bool = False
+) -> RescoreOutcome:
+    """New scoring run for every cell that has a model answer.
+
+    A cell whose latest result is a human decision keeps it: a judge re-run does not silently replace a
+    reviewer's verdict. `over_decisions` rescores those cells too (the decision stays in the history)."""
     with session_scope() as session:
         if session.get(Sweep, sweep_id) is None:
             raise AdjudicationError(f"no sweep with id {sweep_id!r}")
         ids = [
             c.id
             for c in session.exec(select(Cell).where(Cell.sweep_id == sweep_id, Cell.phase == Phase.done))
-            if c.state not in RESCORABLE_EXCLUDED
+            if c.state not in RESCORABLE_EXCLUDED and c.id is not None
         ]
+        decided = {cell_id for cell_id in ids if _latest_is_human(session, cell_id)}
+    kept = () if over_decisions else tuple(sorted(decided))
+    todo = [i for i in ids if i not in kept]
     counts: dict[str, int] = {}
     with ThreadPoolExecutor(max_workers=threads) as pool:
-        for state in pool.map(lambda i: rescore_cell(i, judges), ids):
+        for state in pool.map(lambda i: rescore_cell(i, judges), todo):
             counts[state] = counts.get(state, 0) + 1
-    return counts
+    return RescoreOutcome(counts, kept)
+
+
+def _latest_is_human(session, cell_id: int) -> bool:
+    latest = session.exec(
+        select(Result).where(Result.cell_id == cell_id).order_by(col(Result.scoring_run).desc()).limit(1)
+    ).first()
+    return bool(latest and (latest.details or {}).get("source") == "human")
