@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
-from sqlalchemy import func, or_
+from sqlalchemy import func
 from sqlmodel import col, select
 
 from afpbench.api.http.deps import Authorized, CellId, Limit, Offset, SessionDep, not_found
 from afpbench.api.http.schemas import CellPage, CellSummary, RunRecord
 from afpbench.scoring.states import ResultState
+from afpbench.workers.results.listing import CellFilter
 from afpbench.workers.results.records import run_record
 from afpbench.workers.store.models import Cell, Phase, Sweep, saved_id
 
@@ -40,22 +41,10 @@ def list_cells(
     offset: Offset = 0,
 ) -> CellPage:
     """Ordered by cell id (stable across pages)."""
-    if session.get(Sweep, sweep_id) is None:
+    if session.exec(select(Sweep.id).where(Sweep.id == sweep_id)).first() is None:  # not its JSON inputs
         raise not_found(f"no sweep with id {sweep_id!r}")
-    where: list[Any] = [Cell.sweep_id == sweep_id]
-    if state is not None:
-        where.append(Cell.state == state.value)
-    if phase is not None:
-        where.append(Cell.phase == phase.value)
-    if condition is not None:
-        where.append(Cell.condition == condition)
-    if fixture is not None:
-        fixture_id, _, version = fixture.partition("@")
-        where.append(Cell.fixture_id == fixture_id)
-        if version:
-            where.append(Cell.fixture_version == version)
-    if model is not None:
-        where.append(or_(col(Cell.model_label) == model, col(Cell.model_hash) == model))
+    where = CellFilter(state=state.value if state else None, phase=phase.value if phase else None,
+                       condition=condition, fixture=fixture, model=model).clauses(sweep_id)
     total = session.exec(select(func.count()).select_from(Cell).where(*where)).one()
     rows = session.exec(select(Cell).where(*where).order_by(col(Cell.id)).offset(offset).limit(limit)).all()
     return CellPage(total=total, limit=limit, offset=offset, items=[_summary(c) for c in rows])

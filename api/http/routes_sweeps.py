@@ -8,6 +8,7 @@ from typing import Annotated
 import scipy.stats  # noqa: F401  (the statistics import it on use; a server loads it up front, see below)
 from fastapi import APIRouter, HTTPException, Query, Request, Response, status
 from sqlalchemy import func
+from sqlalchemy.orm import load_only
 from sqlmodel import col, select
 
 from afpbench.api.http.deps import Authorized, Limit, Offset, SessionDep, not_found, unprocessable
@@ -48,6 +49,11 @@ REPORT_MEDIA = {
     ReportFormat.md: "text/markdown; charset=utf-8",
     ReportFormat.html: "text/html; charset=utf-8",
 }
+
+
+# A listing reads the summary columns only: a sweep's spec and inputs hold every fixture text.
+_SUMMARY_ONLY = load_only(*(col(getattr(Sweep, c)) for c in
+                            ("id", "name", "status", "simulated", "seal_hash", "created_at", "finished_at")))
 
 
 def _summary_of(row: Sweep) -> SweepSummary:
@@ -97,7 +103,8 @@ def list_sweeps(session: SessionDep, limit: Limit = 50, offset: Offset = 0,
     where = [Sweep.status == status_filter] if status_filter else []
     total = session.exec(select(func.count()).select_from(Sweep).where(*where)).one()
     rows = session.exec(
-        select(Sweep).where(*where).order_by(col(Sweep.created_at).desc(), Sweep.id).offset(offset).limit(limit)
+        select(Sweep).options(_SUMMARY_ONLY).where(*where)
+        .order_by(col(Sweep.created_at).desc(), Sweep.id).offset(offset).limit(limit)
     ).all()
     return SweepPage(total=total, limit=limit, offset=offset, items=[_summary_of(r) for r in rows])
 

@@ -37,10 +37,28 @@ class SweepLine:
 
 @dataclass(frozen=True)
 class CellFilter:
+    """Which of a sweep's cells a listing shows (CLI `cells`, HTTP `GET /sweeps/{id}/cells`)."""
+
     state: str | None = None
     fixture: str | None = None  # fixture id, or id@version
     condition: str | None = None
     model: str | None = None  # model label or model hash
+    phase: str | None = None
+
+    def clauses(self, sweep_id: str) -> list[Any]:
+        """SQL conditions on Cell for this filter within one sweep."""
+        out: list[Any] = [Cell.sweep_id == sweep_id]
+        for column, value in ((Cell.state, self.state), (Cell.condition, self.condition), (Cell.phase, self.phase)):
+            if value is not None:
+                out.append(column == value)
+        if self.fixture is not None:
+            fixture_id, _, version = self.fixture.partition("@")
+            out.append(Cell.fixture_id == fixture_id)
+            if version:
+                out.append(Cell.fixture_version == version)
+        if self.model is not None:
+            out.append(or_(col(Cell.model_label) == self.model, col(Cell.model_hash) == self.model))
+        return out
 
 
 @dataclass(frozen=True)
@@ -89,18 +107,7 @@ def sweep_cells(session: Session, sweep_id: str, where: CellFilter, limit: int |
     """The sweep's cells in id order, each with its latest result's scores (None before scoring)."""
     if session.execute(select(Sweep.id).where(Sweep.id == sweep_id)).first() is None:
         raise SweepNotFound(f"no sweep with id {sweep_id!r}")
-    conditions: list[Any] = [Cell.sweep_id == sweep_id]
-    if where.state is not None:
-        conditions.append(Cell.state == where.state)
-    if where.condition is not None:
-        conditions.append(Cell.condition == where.condition)
-    if where.fixture is not None:
-        fixture_id, _, version = where.fixture.partition("@")
-        conditions.append(Cell.fixture_id == fixture_id)
-        if version:
-            conditions.append(Cell.fixture_version == version)
-    if where.model is not None:
-        conditions.append(or_(col(Cell.model_label) == where.model, col(Cell.model_hash) == where.model))
+    conditions = where.clauses(sweep_id)
     # The latest scoring run of each cell (human decisions add rows; the newest is the one reported).
     newer = aliased(Result)
     latest = (select(func.max(newer.scoring_run)).where(newer.cell_id == Cell.id).correlate(Cell)
