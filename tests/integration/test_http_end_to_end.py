@@ -7,8 +7,6 @@ from __future__ import annotations
 import os
 import re
 import secrets
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +24,7 @@ from afpbench.workers.sim.server import FaultConfig, SimConfig, SimServer
 from afpbench.workers.sweeps.spec import Limits
 from tests.conftest import REPO
 from tests.integration.workers_helper import running_workers, service_env
+from tests.serving import free_port, serve_process
 
 pytestmark = pytest.mark.integration
 
@@ -36,41 +35,11 @@ DEMO_LIKE = {"name": "demo over HTTP (simulated)", "models": [SIM],
              "judges": [{**SIM, "label": "sim-judge (simulated)"}]}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextmanager
 def serving(env: dict[str, str], log_path: Path) -> Iterator[str]:
-    """`afpbench serve` on a free loopback port, stopped with SIGTERM (the lifespan shuts down cleanly)."""
-    port = free_port()
-    log = open(log_path, "w")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen([sys.executable, "-m", "afpbench.api.cli", "serve", "--port", str(port)], cwd=REPO, env=env,
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, f"serve exited {proc.returncode}: {log_path.read_text()}"
-            try:
-                if requests.get(f"{base}/healthz", timeout=10).status_code == 200:
-                    break
-            except requests.RequestException:  # not listening yet, or busy starting up
-                pass
-            assert time.monotonic() < deadline, f"serve did not come up: {log_path.read_text()}"
-            time.sleep(0.2)
-        yield base
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.close()
+    """`afpbench serve` on a free loopback port; yields its base URL."""
+    with serve_process(env, log_path) as served:
+        yield served.base
 
 
 def wait_until_finished(api: requests.Session, base: str, sweep_id: str, timeout_s: float = 300) -> dict:

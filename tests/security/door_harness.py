@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import select
-import signal
 import socket
 import sqlite3
 import subprocess
@@ -20,20 +19,12 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import requests
-
-from tests.conftest import REPO
+from tests.serving import Served, free_port, serve_process  # noqa: F401  (Served, free_port: used by the door tests)
 
 TOKEN = "door-test-token-5b1e9a7c"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 CANARY = "CANARY-door-7e3f19d2"
 SIM = {"provider": "sim", "model": "sim-1", "label": "sim (simulated)"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass
@@ -123,45 +114,9 @@ def row_count(db: Path) -> int:
         con.close()
 
 
-@dataclass
-class Served:
-    base: str
-    proc: subprocess.Popen
-    log_path: Path
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-
-@contextmanager
-def serving(env: dict[str, str], log_path: Path) -> Iterator[Served]:
+def serving(env: dict[str, str], log_path: Path):
     """`afpbench serve` on a free loopback port (stdout and stderr, the access log included, in log_path)."""
-    port = free_port()
-    log = open(log_path, "w")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen([sys.executable, "-m", "afpbench.api.cli", "serve", "--port", str(port)], cwd=REPO,
-                            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            assert proc.poll() is None, f"serve exited {proc.returncode}: {log_path.read_text()}"
-            try:
-                if requests.get(f"{base}/healthz", timeout=5).status_code == 200:
-                    break
-            except requests.RequestException:
-                pass
-            assert time.monotonic() < deadline, f"serve did not come up: {log_path.read_text()}"
-            time.sleep(0.2)
-        yield Served(base, proc, log_path)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.close()
+    return serve_process(env, log_path)
 
 
 def vm_rss_kib(pid: int) -> int:

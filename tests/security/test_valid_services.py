@@ -29,6 +29,7 @@ from afpbench.workers.celery_app import QUEUES
 from afpbench.workers.sim.server import FaultConfig, SimConfig, SimServer
 from tests.conftest import REPO
 from tests.e2e.test_cli_errors import afpbench, one_line_error, row_count
+from tests.serving import serve_process
 
 DEAD_BROKER = "redis://127.0.0.1:1/0"
 SPEC = {"name": "services check", "models": [{"provider": "sim", "model": "sim-1"}], "judges": [],
@@ -174,27 +175,14 @@ def test_the_api_refuses_a_sweep_while_the_broker_is_unreachable_and_writes_noth
     """Rule: over the HTTP API too (a real `afpbench serve`), an unreachable broker is found before the
     sweep is written: 503 naming the broker, no sweep and no cell row (before: the sweep and its cells
     were written and the request failed afterwards)."""
-    token, port, db = "valid-services-token-5c2f", _closed_port(), tmp_path / "afpbench.db"
+    token, db = "valid-services-token-5c2f", tmp_path / "afpbench.db"
     env = {**_env(DEAD_BROKER, f"sqlite:///{db}"), "AFP_API_TOKEN": token}
-    serve = subprocess.Popen([sys.executable, "-m", "afpbench.api.cli", "serve", "--port", str(port)],
-                             cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        with SimServer(SimConfig(faults=FaultConfig())).start():
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    requests.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
-                    break
-                except requests.ConnectionError:
-                    assert serve.poll() is None and time.monotonic() < deadline, "serve did not start"
-                    time.sleep(0.2)
-            # No base_url: the server's AFP_SIM_URL (an API spec may not name other addresses by default).
-            body = {**SPEC, "models": [{"provider": "sim", "model": "sim-1"}]}
-            response = requests.post(f"http://127.0.0.1:{port}/sweeps", json=body, timeout=30,
-                                     headers={"Authorization": f"Bearer {token}"})
-    finally:
-        serve.terminate()
-        serve.communicate(timeout=30)
+    with SimServer(SimConfig(faults=FaultConfig())).start(), \
+            serve_process(env, tmp_path / "serve.log", cwd=tmp_path, ready_within_s=60, healthy_only=False) as served:
+        # No base_url: the server's AFP_SIM_URL (an API spec may not name other addresses by default).
+        body = {**SPEC, "models": [{"provider": "sim", "model": "sim-1"}]}
+        response = requests.post(f"{served.base}/sweeps", json=body, timeout=30,
+                                 headers={"Authorization": f"Bearer {token}"})
     assert response.status_code == 503, response.text
     assert "broker" in response.json()["detail"] and "127.0.0.1:1" in response.json()["detail"]
     con = sqlite3.connect(db)

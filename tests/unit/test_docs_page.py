@@ -9,11 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,46 +16,18 @@ import pytest
 import requests
 
 from tests.conftest import REPO
+from tests.serving import serve_process
 
 TOKEN = "docs-page-token-4b1e9d"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def base(tmp_path_factory) -> Iterator[str]:
     work: Path = tmp_path_factory.mktemp("docs")
-    port = _free_port()
     env = {**os.environ, "AFP_API_TOKEN": TOKEN, "AFP_DATABASE_URL": f"sqlite:///{work}/afpbench.db"}
     env.pop("AFP_BROKER_URL", None)
-    log = open(work / "serve.log", "w")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen([sys.executable, "-m", "afpbench.api.cli", "serve", "--port", str(port)], cwd=work,
-                            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, (work / "serve.log").read_text()
-            try:
-                if requests.get(f"{url}/healthz", timeout=5).status_code == 200:
-                    break
-            except requests.RequestException:
-                pass
-            assert time.monotonic() < deadline, (work / "serve.log").read_text()
-            time.sleep(0.2)
-        yield url
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.close()
+    with serve_process(env, work / "serve.log", cwd=work) as served:
+        yield served.base
 
 
 def _asset_urls(html: str) -> list[str]:
