@@ -37,26 +37,25 @@ class Served:  # not frozen: a test may hang its own facts on it (e.g. the datab
 
 
 @contextmanager
-def serve_process(env: dict[str, str], log_path: Path, *, cwd: Path = REPO, ready_within_s: float = 90,
-                  healthy_only: bool = True) -> Iterator[Served]:
-    """`afpbench serve` with this environment (stdout and stderr, the access log included, in log_path).
-    Ready when /healthz answers 200, or answers at all with `healthy_only=False` (a server whose broker
-    or database is down on purpose says so with 503)."""
-    port = free_port()
+def afpbench_http_process(args: list[str], port: int, health_path: str, env: dict[str, str], log_path: Path, *,
+                          cwd: Path = REPO, ready_within_s: float = 90,
+                          healthy_only: bool = True) -> Iterator[Served]:
+    """`afpbench ARGS` serving HTTP on `port` (stdout and stderr in log_path): ready when `health_path`
+    answers 200, or answers at all with `healthy_only=False`."""
     log = open(log_path, "w")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen([sys.executable, "-m", "afpbench.api.cli", "serve", "--port", str(port)], cwd=cwd,
+    proc = subprocess.Popen([sys.executable, "-m", "afpbench.api.cli", *args], cwd=cwd,
                             env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + ready_within_s
         while True:
-            assert proc.poll() is None, f"serve exited {proc.returncode}: {log_path.read_text()}"
+            assert proc.poll() is None, f"{args[0]} exited {proc.returncode}: {log_path.read_text()}"
             try:
-                if requests.get(f"{base}/healthz", timeout=5).status_code == 200 or not healthy_only:
+                if requests.get(f"{base}{health_path}", timeout=5).status_code == 200 or not healthy_only:
                     break
             except requests.RequestException:  # not listening yet, or busy starting up
                 pass
-            assert time.monotonic() < deadline, f"serve did not come up: {log_path.read_text()}"
+            assert time.monotonic() < deadline, f"{args[0]} did not come up: {log_path.read_text()}"
             time.sleep(0.2)
         yield Served(base, proc, log_path)
     finally:
@@ -68,3 +67,12 @@ def serve_process(env: dict[str, str], log_path: Path, *, cwd: Path = REPO, read
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         log.close()
+
+
+def serve_process(env: dict[str, str], log_path: Path, *, cwd: Path = REPO, ready_within_s: float = 90,
+                  healthy_only: bool = True):
+    """`afpbench serve` on a free loopback port, ready when /healthz answers 200 (or at all with
+    `healthy_only=False`: a server whose broker or database is down on purpose says so with 503)."""
+    port = free_port()
+    return afpbench_http_process(["serve", "--port", str(port)], port, "/healthz", env, log_path, cwd=cwd,
+                                 ready_within_s=ready_within_s, healthy_only=healthy_only)

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import re
 import secrets
-import signal
 import subprocess
 import sys
 import time
@@ -18,8 +16,8 @@ import requests
 
 from afpbench.workers.sim.server import FaultConfig, SimConfig, SimServer
 from tests.conftest import REPO
-from tests.integration.test_http_end_to_end import free_port
 from tests.integration.workers_helper import running_workers, service_env
+from tests.serving import afpbench_http_process, free_port
 
 pytestmark = pytest.mark.integration
 
@@ -34,30 +32,9 @@ fixtures: {only: [P01, P02]}
 
 @contextmanager
 def flower(env: dict[str, str], port: int, log_path: Path) -> Iterator[str]:
-    log = open(log_path, "w")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen([sys.executable, "-m", "afpbench.api.cli", "flower", f"--port={port}"], cwd=REPO, env=env,
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, f"flower exited {proc.returncode}: {log_path.read_text()}"
-            try:
-                requests.get(f"{base}/healthcheck", timeout=10)
-                break
-            except requests.RequestException:
-                assert time.monotonic() < deadline, f"flower did not come up: {log_path.read_text()}"
-                time.sleep(0.3)
-        yield base
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.close()
+    with afpbench_http_process(["flower", f"--port={port}"], port, "/healthcheck", env, log_path,
+                               ready_within_s=60, healthy_only=False) as served:
+        yield served.base
 
 
 def poll(fetch, ok, timeout_s: float = 30.0):

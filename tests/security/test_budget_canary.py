@@ -32,7 +32,7 @@ from tests.conftest import PG_ADMIN_URL, REPO, need
 from tests.faults import fault_server as fs
 from tests.faults.harness import http_model
 from tests.integration.test_flower import flower
-from tests.integration.test_http_end_to_end import free_port
+from tests.serving import free_port
 
 KEY_SHAPED = f"sk-canary-{uuid.uuid4()}"
 KEY_PLAIN = f"canary{uuid.uuid4().hex}"
