@@ -14,6 +14,8 @@ from celery.worker import state as worker_state
 
 from afpbench.workers.celery_app import QUEUES, app
 
+HOSTNAME = "embedded@localhost"  # the worker name its claims record (lease owner, attempt worker)
+
 
 class _Controller(WorkController):
     def __init__(self, *args, **kwargs):
@@ -35,7 +37,7 @@ def embedded_worker(concurrency: int = 8, queues: tuple[str, ...] = QUEUES) -> I
         app=app,
         concurrency=concurrency,
         pool="threads",
-        hostname="embedded@localhost",
+        hostname=HOSTNAME,
         queues=list(queues),
         loglevel="WARNING",
         without_heartbeat=True,

@@ -15,8 +15,9 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from afpbench.workers.providers.endpoints import endpoint_for
 from afpbench.workers.providers.types import Endpoint, key_for_quiet
-from afpbench.workers.sweeps.spec import Limits
+from afpbench.workers.sweeps.spec import Limits, ModelSpec, SweepSpec
 
 
 def pool_key(provider: str, base_url: str, api_key: str | None) -> str:
@@ -27,6 +28,28 @@ def pool_key(provider: str, base_url: str, api_key: str | None) -> str:
 def pool_of(endpoint: Endpoint) -> str:
     """The pool an endpoint's calls count against: models and judges on one key and URL share it."""
     return pool_key(endpoint.provider, endpoint.base_url, key_for_quiet(endpoint))
+
+
+def _tightest(values: list) -> object:
+    declared = [v for v in values if v is not None]
+    return min(declared) if declared else None
+
+
+def pool_limits(spec: SweepSpec, member: ModelSpec) -> Limits:
+    """The limits every call of `member`'s pool obeys in this sweep: the tightest each of the sweep's
+    models and judges on that pool declares. A judge served by the tested model's server takes the
+    same slots, so it must count against the same cap, whatever (or nothing) its own entry says; one
+    cap per pool is also what keeps the in-flight count and the cap it is checked against the same."""
+    pool = pool_of(endpoint_for(member))
+    members = [*spec.models, *(spec.judges or [])]
+    sharing = [m.limits for m in members if m is member or pool_of(endpoint_for(m)) == pool]
+    rated = [lim for lim in sharing if lim.requests_per_min]
+    return Limits(
+        requests_per_min=_tightest([lim.requests_per_min for lim in sharing]),
+        burst=min((lim.burst for lim in rated), default=member.limits.burst),
+        tokens_per_min=_tightest([lim.tokens_per_min for lim in sharing]),
+        max_in_flight=_tightest([lim.max_in_flight for lim in sharing]),
+    )
 
 
 @dataclass(frozen=True)

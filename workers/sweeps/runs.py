@@ -10,14 +10,16 @@ from sqlalchemy import update
 from sqlmodel import col, select
 
 from afpbench.workers.celery_app import check_broker
+from afpbench.workers.cells.claim import ATTEMPT_INTERRUPTED, ATTEMPT_STARTED
 from afpbench.workers.cells.completion import open_cells
 from afpbench.workers.cells.dispatch import release, resend
 from afpbench.workers.cells.finish import aggregate_now, finish_if_done
+from afpbench.workers.cells.time_limits import check_sweep
 from afpbench.workers.errors import RunCancelled, SealMismatch, SweepNotFound
 from afpbench.workers.providers.preflight import preflight
 from afpbench.workers.settings import get_settings
 from afpbench.workers.store.db import check_database, session_scope
-from afpbench.workers.store.models import Cell, Phase, Sweep, SweepStatus, saved_id, utcnow
+from afpbench.workers.store.models import Attempt, Cell, Phase, Sweep, SweepStatus, saved_id, utcnow
 from afpbench.workers.sweeps.coordinator import create_sweep, verify_sweep
 from afpbench.workers.sweeps.inputs import load_inputs, remember
 
@@ -56,6 +58,10 @@ def start_sweep(spec: SweepSpec, *, check_endpoints: bool = True) -> str:
     """Validate inputs, check our services, preflight endpoints, then seal and write the sweep and all
     its cells at once."""
     inputs = load_inputs(spec)  # raises FixtureError / ReferenceFileError naming the file
+    if not get_settings().embedded:
+        # The broker would hand a task that outlives its visibility timeout to a second worker; the
+        # embedded broker redelivers nothing and its thread pool enforces no time limit.
+        check_sweep(inputs, get_settings())
     # Writes nothing, so bad input or a refused endpoint leaves no file behind; the schema is checked
     # when the engine is first built, inside create_sweep's transaction, before its first row.
     check_services(schema=False)
@@ -134,8 +140,8 @@ def resume(sweep_id: str) -> Resumed:
     if rows is None:
         aggregate_now(sweep_id, "resume")  # claims the aggregate if nobody did, and stores the summary
         return Resumed(0, SweepStatus.complete, True)
-    return Resumed(resend([(saved_id(i), provider, phase) for i, provider, phase in rows]) + release(sweep_id),
-                   status, False)
+    resent = resend([(saved_id(i), provider, phase) for i, provider, phase in rows], sweep_id)
+    return Resumed(resent + release(sweep_id), status, False)
 
 
 def cancel(sweep_id: str) -> Cancelled:
@@ -158,3 +164,26 @@ def cancel(sweep_id: str) -> Cancelled:
             status = session.exec(select(Sweep.status).where(Sweep.id == sweep_id)).one()
             return Cancelled(status, unfinished, False)
     return Cancelled(SweepStatus.cancelled, unfinished, True)
+
+
+def abandon_in_flight(sweep_id: str, worker: str) -> int:
+    """After a cancel, the tries `worker` still has in flight (a slow provider call the run will not
+    wait for): each attempt ends "interrupted" saying so, and its cell goes back to queued, so the
+    record shows a request that was sent and never answered, and `resume` runs it again. A late
+    answer, if its thread still records it, loses the fence (the cell is no longer executing) and is
+    kept as a superseded attempt. Returns how many tries were abandoned."""
+    why = "sweep cancelled while this request was in flight; the run stopped without waiting for the answer"
+    with session_scope() as session:
+        held = list(session.exec(select(Cell.id).where(
+            Cell.sweep_id == sweep_id, col(Cell.phase) == Phase.executing, col(Cell.lease_owner) == worker)))
+        if held:
+            session.execute(update(Attempt)
+                            .where(col(Attempt.cell_id).in_(held), col(Attempt.outcome) == ATTEMPT_STARTED)
+                            .values(outcome=ATTEMPT_INTERRUPTED, finished_at=utcnow(), error=why))
+            session.execute(update(Cell).where(col(Cell.id).in_(held), col(Cell.phase) == Phase.executing)
+                            .values(phase=Phase.queued, lease_owner=None, lease_until=None, updated_at=utcnow()))
+        # A score try in flight: its judgements roll back with it; the cell waits for resume.
+        session.execute(update(Cell).where(Cell.sweep_id == sweep_id, col(Cell.phase) == Phase.scoring,
+                                           col(Cell.lease_owner).startswith(f"{worker}#"))
+                        .values(phase=Phase.awaiting_score, lease_owner=None, lease_until=None))
+    return len(held)
