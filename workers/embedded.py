@@ -14,10 +14,11 @@ from celery.worker import state as worker_state
 
 from afpbench.workers.celery_app import QUEUES, app
 
-HOSTNAME = "embedded@localhost"  # the worker name its claims record (lease owner, attempt worker)
-
 
 class _Controller(WorkController):
+    # How long leaving the context waits for tasks in flight; a cancelled run lowers it (api/cli.py).
+    stop_wait_s = 15.0
+
     def __init__(self, *args, **kwargs):
         self.started = threading.Event()
         super().__init__(*args, **kwargs)
@@ -37,7 +38,7 @@ def embedded_worker(concurrency: int = 8, queues: tuple[str, ...] = QUEUES) -> I
         app=app,
         concurrency=concurrency,
         pool="threads",
-        hostname=HOSTNAME,
+        hostname="embedded@localhost",
         queues=list(queues),
         loglevel="WARNING",
         without_heartbeat=True,
@@ -54,5 +55,5 @@ def embedded_worker(concurrency: int = 8, queues: tuple[str, ...] = QUEUES) -> I
     finally:
         # celery-types declares this flag None; celery's worker sets an exit code in it to stop.
         worker_state.should_terminate = 0  # type: ignore[assignment]
-        thread.join(15)
+        thread.join(worker.stop_wait_s)
         worker_state.should_terminate = None

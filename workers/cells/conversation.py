@@ -149,7 +149,7 @@ def converse(
             result = _not_sent(round_no, "the lease was taken over by another claim")
             rounds.append(_round_record(result, sent=False))
             break
-        if round_no > 1 and hold is not None and is_cancelled(cell.sweep_id):
+        if hold is not None and is_cancelled(cell.sweep_id):
             # Nothing is sent after a cancel; the record says why the conversation stopped here.
             result = _not_sent(round_no, "the sweep was cancelled")
             rounds.append(_round_record(result, sent=False))

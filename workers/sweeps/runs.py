@@ -166,24 +166,23 @@ def cancel(sweep_id: str) -> Cancelled:
     return Cancelled(SweepStatus.cancelled, unfinished, True)
 
 
-def abandon_in_flight(sweep_id: str, worker: str) -> int:
-    """After a cancel, the tries `worker` still has in flight (a slow provider call the run will not
-    wait for): each attempt ends "interrupted" saying so, and its cell goes back to queued, so the
-    record shows a request that was sent and never answered, and `resume` runs it again. A late
-    answer, if its thread still records it, loses the fence (the cell is no longer executing) and is
-    kept as a superseded attempt. Returns how many tries were abandoned."""
+def abandon_in_flight(sweep_id: str) -> int:
+    """After a cancel, the tries an embedded run still has in flight (a slow provider call it will not
+    wait for; in embedded mode the run's worker is the sweep's only one): each attempt ends
+    "interrupted" saying so, and its cell goes back to queued, so the record shows a request that was
+    sent and never answered, and `resume` runs it again. A late answer, if its thread still records it,
+    loses the fence (the cell is no longer executing) and is kept as a superseded attempt. A score try
+    in flight goes back to awaiting_score (its uncommitted judgements roll back with it). Returns how
+    many execution tries were abandoned."""
     why = "sweep cancelled while this request was in flight; the run stopped without waiting for the answer"
     with session_scope() as session:
-        held = list(session.exec(select(Cell.id).where(
-            Cell.sweep_id == sweep_id, col(Cell.phase) == Phase.executing, col(Cell.lease_owner) == worker)))
+        held = list(session.exec(select(Cell.id).where(Cell.sweep_id == sweep_id, col(Cell.phase) == Phase.executing)))
         if held:
             session.execute(update(Attempt)
                             .where(col(Attempt.cell_id).in_(held), col(Attempt.outcome) == ATTEMPT_STARTED)
                             .values(outcome=ATTEMPT_INTERRUPTED, finished_at=utcnow(), error=why))
             session.execute(update(Cell).where(col(Cell.id).in_(held), col(Cell.phase) == Phase.executing)
                             .values(phase=Phase.queued, lease_owner=None, lease_until=None, updated_at=utcnow()))
-        # A score try in flight: its judgements roll back with it; the cell waits for resume.
-        session.execute(update(Cell).where(Cell.sweep_id == sweep_id, col(Cell.phase) == Phase.scoring,
-                                           col(Cell.lease_owner).startswith(f"{worker}#"))
+        session.execute(update(Cell).where(Cell.sweep_id == sweep_id, col(Cell.phase) == Phase.scoring)
                         .values(phase=Phase.awaiting_score, lease_owner=None, lease_until=None))
     return len(held)
