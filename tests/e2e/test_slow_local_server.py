@@ -176,7 +176,7 @@ def test_cancel_stops_a_running_run_and_its_judging(tmp_path):
     finally:
         con.close()
     assert status == "cancelled" and sum(n for p, n in phases.items() if p != "done") > 0, phases
-    assert "scoring" not in phases and "executing" not in phases, f"a cell left held by the stopped run: {phases} {owners}"
+    assert "scoring" not in phases and "executing" not in phases, f"cells left held: {phases} {owners}"
     # No try is left "started": each was answered, not sent (with the reason), or abandoned in flight.
     assert attempts and all(outcome != "started" for outcome, _ in attempts), attempts
     for outcome, error in attempts:
