@@ -38,8 +38,10 @@ def test_an_all_dispute_sweep_says_nothing_was_measured_and_why(sqlite_url, sett
         "why: GRADER_DISPUTE: judges disagree on fatal criterion F2 x5; "
         "GRADER_DISPUTE: judgement unparseable after 2 tries x4")
     md = render_report(summary, "md")
-    top = md.splitlines()[3]  # right under the SIMULATED banner line
-    assert md.splitlines()[2].startswith("> **SIMULATED") and top.startswith("> **No cell was scored: all 9 finished cells") and "judgement unparseable" in top, md
+    lines = md.splitlines()
+    top = lines[3]  # right under the SIMULATED banner line
+    assert lines[2].startswith("> **SIMULATED"), md
+    assert top.startswith("> **No cell was scored: all 9 finished cells") and "judgement unparseable" in top, md
     assert "final" not in md.split("\n## ")[0], "the headline never calls such figures final"
     assert "NOTHING MEASURED (no cell scored)" in md
     html = render_report(summary, "html")
