@@ -181,8 +181,9 @@ def publish(messages: Sequence[Message]) -> None:
             extra: dict = {} if queue not in declared else {"declare": []}
             if rest and rest[0]:
                 extra["argsrepr"] = rest[0]
-            if len(rest) > 1 and rest[1]:
-                extra.update(rest[1])
+            limits = rest[1] if len(rest) > 1 else None
+            if isinstance(limits, dict):
+                extra.update(limits)
             declared.add(queue)
             app.send_task(task_name, args=args, queue=queue, producer=producer, **extra)
 

@@ -28,7 +28,7 @@ class _Controller(WorkController):
 
 
 @contextmanager
-def embedded_worker(concurrency: int = 8, queues: tuple[str, ...] = QUEUES) -> Iterator[WorkController]:
+def embedded_worker(concurrency: int = 8, queues: tuple[str, ...] = QUEUES) -> Iterator[_Controller]:
     logging.getLogger("celery").setLevel(logging.WARNING)
     # A task's retry re-sends itself through a signature bound to the *current* app, which pool threads
     # do not inherit; without a process default they would use Celery's built-in one (amqp://localhost)

@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from typing import TypeVar
 
 from afpbench.workers.providers.endpoints import endpoint_for
 from afpbench.workers.providers.types import Endpoint, key_for_quiet
 from afpbench.workers.sweeps.spec import Limits, ModelSpec, SweepSpec
+
+T = TypeVar("T", int, float)
 
 
 def pool_key(provider: str, base_url: str, api_key: str | None) -> str:
@@ -30,9 +33,9 @@ def pool_of(endpoint: Endpoint) -> str:
     return pool_key(endpoint.provider, endpoint.base_url, key_for_quiet(endpoint))
 
 
-def _tightest(values: list) -> object:
+def _tightest(values: list[T | None]) -> T | None:
     declared = [v for v in values if v is not None]
-    return min(declared) if declared else None
+    return min(declared) if declared else None  # type: ignore[type-var]  # numbers: ordered
 
 
 def pool_limits(spec: SweepSpec, member: ModelSpec) -> Limits:

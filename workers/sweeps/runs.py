@@ -176,13 +176,14 @@ def abandon_in_flight(sweep_id: str) -> int:
     many execution tries were abandoned."""
     why = "sweep cancelled while this request was in flight; the run stopped without waiting for the answer"
     with session_scope() as session:
-        held = list(session.exec(select(Cell.id).where(Cell.sweep_id == sweep_id, col(Cell.phase) == Phase.executing)))
+        held = list(session.exec(select(Cell.id).where(col(Cell.sweep_id) == sweep_id,
+                                                        col(Cell.phase) == Phase.executing)))
         if held:
             session.execute(update(Attempt)
                             .where(col(Attempt.cell_id).in_(held), col(Attempt.outcome) == ATTEMPT_STARTED)
                             .values(outcome=ATTEMPT_INTERRUPTED, finished_at=utcnow(), error=why))
             session.execute(update(Cell).where(col(Cell.id).in_(held), col(Cell.phase) == Phase.executing)
                             .values(phase=Phase.queued, lease_owner=None, lease_until=None, updated_at=utcnow()))
-        session.execute(update(Cell).where(Cell.sweep_id == sweep_id, col(Cell.phase) == Phase.scoring)
+        session.execute(update(Cell).where(col(Cell.sweep_id) == sweep_id, col(Cell.phase) == Phase.scoring)
                         .values(phase=Phase.awaiting_score, lease_owner=None, lease_until=None))
     return len(held)
