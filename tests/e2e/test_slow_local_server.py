@@ -182,3 +182,24 @@ def test_cancel_stops_a_running_run_and_its_judging(tmp_path):
     for outcome, error in attempts:
         if outcome in ("interrupted", "not_sent"):
             assert "cancel" in (error or ""), (outcome, error)
+
+
+def test_a_server_slower_than_timeout_s_is_infra_error_with_the_reason_never_a_model_failure(tmp_path):
+    """A long prompt read slowly by the server is a timeout: INFRA_ERROR naming it, out of the denominator."""
+    with SimServer(SimConfig()).start() as sim, SlotCountingServer(sim.base_url, delay_s=2.5) as server:
+        spec = tmp_path / "s.yaml"
+        spec.write_text(yaml.safe_dump({
+            "name": "slower than its timeout (simulated)", "judges": [], "fixtures": {"only": ["P02"]},
+            "conditions": ["D"], "models": [{"provider": "sim", "model": "sim-slow", "base_url": server.base_url,
+                                             "timeout_s": 1, "limits": {"max_in_flight": 1}}]}))
+        proc = afpbench(["run", str(spec), "--json"], tmp_path, env={"AFP_MAX_ATTEMPTS": "2"}, timeout=120)
+    assert proc.returncode == 3 and "INFRA_ERROR" in proc.stderr, proc.stderr
+    con = sqlite3.connect(tmp_path / "afpbench.db")
+    try:
+        state, reason = con.execute("select state, state_reason from cell").fetchone()
+        errors = [e for (e,) in con.execute("select error from attempt order by id")]
+    finally:
+        con.close()
+    assert state == "INFRA_ERROR" and "read timeout after 1s" in reason, reason
+    assert len(errors) == 2 and all("read timeout after 1s" in e for e in errors), errors
+    assert json.loads(proc.stdout)["pass_rate_by_condition"]["D"]["n"] == 0
