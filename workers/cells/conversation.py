@@ -26,7 +26,7 @@ from afpbench.scoring.calculator import CalculatorError, evaluate, shown_result
 from afpbench.scoring.render import render
 from afpbench.workers.cells.claim import CellRow
 from afpbench.workers.cells.lease import Hold
-from afpbench.workers.cells.time_limits import sweep_execution_limits
+from afpbench.workers.cells.time_limits import slot_lease_s, sweep_execution_limits
 from afpbench.workers.limits.base import Grant, Limiter, pool_limits, pool_of
 from afpbench.workers.limits.shared import get_limiter
 from afpbench.workers.providers.endpoints import endpoint_for
@@ -97,7 +97,7 @@ def incomplete(reason: str, outcome: OutcomeClass = OutcomeClass.infra_error) ->
 
 
 def _round_slot(
-    limiter: Limiter, pool: str, limits: Limits, tokens: int, holding: str | None, budget_s: float
+    limiter: Limiter, pool: str, limits: Limits, tokens: int, holding: str | None, budget_s: float, lease_s: float
 ) -> Grant:
     """Wait (at most budget_s) for a later round's rate and token budget, holding the conversation's
     in-flight lease. Reserving ahead (reserve_s) paces this round against other waiting tasks instead
@@ -107,7 +107,7 @@ def _round_slot(
     while True:
         left = deadline - time.monotonic()
         grant = limiter.acquire(pool, limits, tokens, reserve_s=max(0.0, left), prepaid=prepaid,
-                                holding=holding)
+                                holding=holding, lease_s=lease_s)
         if grant.granted:
             return grant
         prepaid = grant.prepaid
@@ -165,7 +165,7 @@ def converse(
                 rounds.append(_round_record(result, sent=False))
                 break
             budget = min(settings.tool_round_wait_s, spare)
-            grant = _round_slot(limiter, pool, limits, estimate, holding, budget)
+            grant = _round_slot(limiter, pool, limits, estimate, holding, budget, slot_lease_s(model))
             if not grant.granted:
                 result = incomplete(f"no rate slot for round {round_no} within {budget:g} s "
                                     f"({grant.reason or 'limiter'})")

@@ -36,7 +36,7 @@ from afpbench.workers.cells.conversation import converse, estimate_tokens, sent_
 from afpbench.workers.cells.dispatch import top_up
 from afpbench.workers.cells.lease import hold_execution
 from afpbench.workers.cells.retry import RetryPolicy, Verdict
-from afpbench.workers.cells.time_limits import TaskLimits, scoring_limits
+from afpbench.workers.cells.time_limits import TaskLimits, scoring_limits, slot_lease_s
 from afpbench.workers.grading.scorer import done_values, evidence_for, result_row
 from afpbench.workers.limits.base import pool_limits, pool_of
 from afpbench.workers.limits.shared import get_limiter
@@ -114,7 +114,8 @@ def execute_cell(
     reserve_s = min(30.0, settings.visibility_timeout_s / 4)
     estimate = estimate_tokens([], model.params)
     limits = pool_limits(inputs.spec, model)  # judges on the same server count against the same cap
-    grant = limiter.acquire(pool, limits, estimate, reserve_s=reserve_s, prepaid=prepaid)
+    grant = limiter.acquire(pool, limits, estimate, reserve_s=reserve_s, prepaid=prepaid,
+                            lease_s=slot_lease_s(model))
     if not grant.granted:
         return RetryLater(grant.wait_s, f"limiter: {grant.reason}", prepaid=grant.prepaid)
     with transaction() as conn:

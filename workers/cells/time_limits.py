@@ -52,6 +52,12 @@ def call_s(model: ModelSpec) -> float:
     return CONNECT_S + float(model.timeout_s)
 
 
+def slot_lease_s(model: ModelSpec) -> float:
+    """How long an in-flight slot taken for one call of `model` must live (the Redis limiter's leases
+    expire, so that a dead worker's slot comes back): the call and the margin."""
+    return call_s(model) + MARGIN_S
+
+
 def judge_slot_wait_s(judge: ModelSpec) -> float:
     """How long a judge call may wait for its pool slot: at least one call of the judge's own length,
     since a judge on the tested model's server waits behind that model's calls (never under 60 s)."""

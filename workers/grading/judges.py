@@ -22,7 +22,7 @@ from afpbench.scoring.judge import (
     judgement_schema,
     read_judgement,
 )
-from afpbench.workers.cells.time_limits import judge_slot_wait_s
+from afpbench.workers.cells.time_limits import judge_slot_wait_s, slot_lease_s
 from afpbench.workers.errors import JudgeUnavailable
 from afpbench.workers.limits.base import pool_limits, pool_of
 from afpbench.workers.limits.shared import get_limiter
@@ -74,13 +74,14 @@ def call_judge(
     # A judge on a slow local server waits behind the tested model's calls: one call's length at least.
     wait_s = judge_slot_wait_s(judge)
     deadline = time.monotonic() + wait_s
-    grant = limiter.acquire(pool, limits, sum(len(m["content"]) for m in messages) // 4 + 1024)
+    lease_s = slot_lease_s(judge)
+    grant = limiter.acquire(pool, limits, sum(len(m["content"]) for m in messages) // 4 + 1024, lease_s=lease_s)
     while not grant.granted:
         if time.monotonic() > deadline:
             raise JudgeUnavailable(f"judge {judge.display}: waited {wait_s:g} s for its pool's rate or "
                                    f"in-flight slot ({grant.reason or 'limiter'})")
         time.sleep(min(grant.wait_s, 2.0))
-        grant = limiter.acquire(pool, limits, 0)
+        grant = limiter.acquire(pool, limits, 0, lease_s=lease_s)
     try:
         result = adapter_for(judge.provider).call(
             endpoint, ChatRequest(messages, [], {"X-Afpbench-Cell": cell_key}, response_schema)

@@ -72,12 +72,13 @@ class Grant:
 class Limiter:
     def acquire(
         self, pool: str, limits: Limits, tokens: int = 0, *, reserve_s: float = 0.0, prepaid: bool = False,
-        holding: str | None = None,
+        holding: str | None = None, lease_s: float | None = None,
     ) -> Grant:  # pragma: no cover - interface
         """`holding`: an in-flight lease the caller already holds for this conversation. The in-flight
         cap is then not checked again and no new lease is taken (the grant's lease is None); the held
         lease is kept alive (re-taken when it has expired, if the cap allows). Rate, token budget and
-        cool-down apply as for any request."""
+        cool-down apply as for any request. `lease_s`: how long the in-flight lease must live at least
+        (one call of the caller's model, time_limits.py:slot_lease_s), for limiters whose leases expire."""
         raise NotImplementedError
 
     def release(
