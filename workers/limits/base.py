@@ -38,11 +38,28 @@ def _tightest(values: list[T | None]) -> T | None:
     return min(declared) if declared else None  # type: ignore[type-var]  # numbers: ordered
 
 
+# (id(spec), id(member)) -> (spec, member, limits): the spec and member are kept so their ids stay theirs.
+_pool_limits_cache: dict[tuple[int, int], tuple[SweepSpec, ModelSpec, Limits]] = {}
+
+
 def pool_limits(spec: SweepSpec, member: ModelSpec) -> Limits:
     """The limits every call of `member`'s pool obeys in this sweep: the tightest each of the sweep's
     models and judges on that pool declares. A judge served by the tested model's server takes the
     same slots, so it must count against the same cap, whatever (or nothing) its own entry says; one
-    cap per pool is also what keeps the in-flight count and the cap it is checked against the same."""
+    cap per pool is also what keeps the in-flight count and the cap it is checked against the same.
+    Cached per spec object (a sweep's spec is parsed once per process and is immutable): resolving
+    every member's endpoint costs ~60 us, on the per-cell path."""
+    hit = _pool_limits_cache.get((id(spec), id(member)))
+    if hit is not None and hit[0] is spec and hit[1] is member:
+        return hit[2]
+    limits = _pool_limits(spec, member)
+    if len(_pool_limits_cache) > 512:
+        _pool_limits_cache.clear()
+    _pool_limits_cache[(id(spec), id(member))] = (spec, member, limits)
+    return limits
+
+
+def _pool_limits(spec: SweepSpec, member: ModelSpec) -> Limits:
     pool = pool_of(endpoint_for(member))
     members = [*spec.models, *(spec.judges or [])]
     sharing = [m.limits for m in members if m is member or pool_of(endpoint_for(m)) == pool]
