@@ -12,7 +12,8 @@ does not enforce Celery's.
 
 The broker's visibility timeout must stay above every task's hard limit (settings.check_timing
 holds that order for the defaults): `check_sweep` refuses, before anything is written, a sweep whose
-derived limits would let the broker hand a running task to a second worker.
+derived limits (for scoring: its calls, waits left out) would let the broker hand a running task to a
+second worker.
 """
 
 from __future__ import annotations
@@ -78,10 +79,11 @@ def execution_limits(model: ModelSpec, rounds: int, settings: Settings) -> TaskL
     return _limits(rounds * call_s(model) + (rounds - 1) * settings.tool_round_wait_s + MARGIN_S)
 
 
-def scoring_limits(spec: SweepSpec) -> TaskLimits:
-    """A score task: every judge's calls in both judging rounds, each after its slot wait."""
+def scoring_limits(spec: SweepSpec, *, slot_waits: bool = True) -> TaskLimits:
+    """A score task: every judge's calls in both judging rounds, each after its slot wait (without
+    `slot_waits`: the calls alone, what every such task needs when each call runs to its timeout)."""
     calls = spec.dispute_rule.max_parse_retries + 1
-    per_round = sum(calls * (judge_slot_wait_s(j) + call_s(j)) for j in spec.judges or [])
+    per_round = sum(calls * ((judge_slot_wait_s(j) if slot_waits else 0.0) + call_s(j)) for j in spec.judges or [])
     return _limits(2 * per_round + MARGIN_S)
 
 
@@ -96,7 +98,9 @@ def check_sweep(inputs: SweepInputs, settings: Settings) -> None:
                 f"execute time limit of {hard} s, not below AFP_VISIBILITY_TIMEOUT_S = "
                 f"{settings.visibility_timeout_s} s; raise AFP_VISIBILITY_TIMEOUT_S and AFP_LEASE_EXPIRY_S above "
                 f"{hard} s, lower timeout_s, or lower AFP_MAX_TOOL_ROUNDS (docs/OPERATIONS.md, slow local models)")
-    hard = scoring_limits(spec).hard_s
+    # Slot waits are left out here: a scoring try that waits that long is still fenced by its renewed
+    # lease (a redelivered copy finds the cell held), and counting them would refuse every 3-judge sweep.
+    hard = scoring_limits(spec, slot_waits=False).hard_s
     if spec.judges and hard >= settings.visibility_timeout_s:
         raise SpecError(
             f"judges: their timeouts and retries give a score time limit of {hard} s, not below "
