@@ -105,14 +105,23 @@ def _spec(base_url: str, max_in_flight: int, fixtures: list[str], repeats: int =
 
 
 def test_judges_on_the_tested_models_server_share_its_slots(tmp_path):
-    """Two slots, max_in_flight 2: never a third request in flight, judge calls included."""
+    """Two slots, max_in_flight 2: never a third request in flight, judge calls included; a P08 tool
+    conversation keeps its slot for every round, so none is cut for want of one."""
     with SimServer(SimConfig()).start() as sim, SlotCountingServer(sim.base_url, delay_s=0.3) as server:
         spec = tmp_path / "s.yaml"
-        spec.write_text(yaml.safe_dump(_spec(server.base_url, 2, ["P02", "P03", "P04"])))
+        spec.write_text(yaml.safe_dump(_spec(server.base_url, 2, ["P02", "P03", "P04", "P08"])))
         proc = afpbench(["run", str(spec), "--json", "--threads", "8"], tmp_path, timeout=300)
     assert proc.returncode in (0, 3), proc.stderr
     summary = json.loads(proc.stdout)
-    assert summary["done"] == summary["cells"] == 12
+    assert summary["done"] == summary["cells"] == 16
+    con = sqlite3.connect(tmp_path / "afpbench.db")
+    try:
+        p08 = con.execute("select a.outcome, a.error, a.rounds from attempt a join cell c on c.id = a.cell_id "
+                          "where c.fixture_id = 'P08'").fetchall()
+    finally:
+        con.close()
+    assert len(p08) == 4 and all(outcome == "answer" and error is None for outcome, error, _ in p08), p08
+    assert all(len(json.loads(rounds)) >= 2 for _, _, rounds in p08), "calculator rounds, then the answer"
     judge_calls = sum(1 for _, model in server.started if model == "sim-judge")
     assert judge_calls >= 12, "every scored cell was judged through the same server"
     assert server.most <= 2, f"{server.most} requests in flight on a server with 2 slots"
