@@ -161,7 +161,8 @@ def converse(
                      - endpoint.connect_timeout_s - endpoint.timeout_s)
             if spare <= 0:
                 result = incomplete(f"round {round_no} could exceed the task's hard time limit of "
-                                    f"{hard_limit_s} s (derived from timeout_s {model.timeout_s:g} s)")
+                                    f"{hard_limit_s} s (from timeout_s {model.timeout_s:g} s and the tool "
+                                    f"rounds, at most AFP_VISIBILITY_TIMEOUT_S - 60 s)")
                 rounds.append(_round_record(result, sent=False))
                 break
             budget = min(settings.tool_round_wait_s, spare)

@@ -137,7 +137,7 @@ def resend(cells: list[tuple[int, str, str]], sweep_id: str | None = None) -> in
         settings = get_settings()
         execute_limits = max((sweep_execution_limits(inputs, m, settings) for m in inputs.spec.models),
                              key=lambda t: t.hard_s).options()
-        score_limits = scoring_limits(inputs.spec).options()
+        score_limits = scoring_limits(inputs.spec, settings).options()
     publish([
         (SCORE, [cell_id], "score", labels.get(cell_id, f"({cell_id},)"), score_limits)
         if phase in (Phase.awaiting_score, Phase.scoring)

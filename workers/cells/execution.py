@@ -97,7 +97,7 @@ def execute_cell(
     cell, inputs, validity = loaded
     if cell.phase in (Phase.awaiting_score, Phase.scoring):
         # A redelivery after the attempt was stored: carry on to scoring.
-        return ScoreNext(cell_id, scoring_limits(inputs.spec))
+        return ScoreNext(cell_id, scoring_limits(inputs.spec, settings))
     if cell.phase == Phase.done:
         return Finished(cell.state, "already done")
     if cell.sweep_status == SweepStatus.cancelled:
@@ -239,7 +239,7 @@ def _commit(
         decision = Finished(scored.state.value, cell_values["state_reason"], cell.sweep_id)
     elif verdict.kind == "score":
         cell_values["phase"] = Phase.awaiting_score
-        decision = ScoreNext(cell.id, scoring_limits(inputs.spec))
+        decision = ScoreNext(cell.id, scoring_limits(inputs.spec, get_settings()))
     elif verdict.kind == "retry":
         cell_values.update(phase=Phase.queued, not_before=now + timedelta(seconds=verdict.delay_s))
         decision = RetryLater(verdict.delay_s, verdict.reason)

@@ -11,9 +11,11 @@ dispatch.py); the conversation itself keeps to the execute limit, because the em
 does not enforce Celery's.
 
 The broker's visibility timeout must stay above every task's hard limit (settings.check_timing
-holds that order for the defaults): `check_sweep` refuses, before anything is written, a sweep whose
-derived limits (for scoring: its calls, waits left out) would let the broker hand a running task to a
-second worker.
+holds that order for AFP_TASK_HARD_TIME_LIMIT_S), or the broker would hand a running task to a second
+worker: a derived limit is therefore capped at `ceiling_s` (the visibility timeout less the margin,
+never below AFP_TASK_HARD_TIME_LIMIT_S). A conversation that would need more than the cap is cut
+before the round that could overrun it, recorded as such (conversation.py); raise
+AFP_VISIBILITY_TIMEOUT_S and AFP_LEASE_EXPIRY_S to give it more (docs/OPERATIONS.md).
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from afpbench.scoring.render import tools_for
-from afpbench.workers.errors import SpecError
 from afpbench.workers.settings import Settings, soft_before
 from afpbench.workers.sweeps.inputs import SweepInputs
 from afpbench.workers.sweeps.spec import ModelSpec, SweepSpec
@@ -43,8 +44,13 @@ class TaskLimits:
         return {"time_limit": self.hard_s, "soft_time_limit": self.soft_s}
 
 
-def _limits(seconds: float) -> TaskLimits:
-    hard = int(seconds) + 1
+def ceiling_s(settings: Settings) -> int:
+    """The most any task is given: below the visibility timeout, never below the configured hard limit."""
+    return max(settings.task_hard_time_limit_s, settings.visibility_timeout_s - MARGIN_S)
+
+
+def _limits(seconds: float, settings: Settings) -> TaskLimits:
+    hard = min(int(seconds) + 1, ceiling_s(settings))
     return TaskLimits(hard, soft_before(hard))
 
 
@@ -76,33 +82,11 @@ def sweep_execution_limits(inputs: SweepInputs, model: ModelSpec, settings: Sett
 
 def execution_limits(model: ModelSpec, rounds: int, settings: Settings) -> TaskLimits:
     """An execute task of `model` that may make `rounds` requests."""
-    return _limits(rounds * call_s(model) + (rounds - 1) * settings.tool_round_wait_s + MARGIN_S)
+    return _limits(rounds * call_s(model) + (rounds - 1) * settings.tool_round_wait_s + MARGIN_S, settings)
 
 
-def scoring_limits(spec: SweepSpec, *, slot_waits: bool = True) -> TaskLimits:
-    """A score task: every judge's calls in both judging rounds, each after its slot wait (without
-    `slot_waits`: the calls alone, what every such task needs when each call runs to its timeout)."""
+def scoring_limits(spec: SweepSpec, settings: Settings) -> TaskLimits:
+    """A score task: every judge's calls in both judging rounds, each after its slot wait."""
     calls = spec.dispute_rule.max_parse_retries + 1
-    per_round = sum(calls * ((judge_slot_wait_s(j) if slot_waits else 0.0) + call_s(j)) for j in spec.judges or [])
-    return _limits(2 * per_round + MARGIN_S)
-
-
-def check_sweep(inputs: SweepInputs, settings: Settings) -> None:
-    """Refuse a sweep whose tasks could outlive the broker's visibility timeout (distributed mode)."""
-    spec, rounds = inputs.spec, requests_per_try(inputs, settings)
-    for model in spec.models:
-        hard = execution_limits(model, rounds, settings).hard_s
-        if hard >= settings.visibility_timeout_s:
-            raise SpecError(
-                f"model {model.display}: timeout_s {model.timeout_s:g} s x {rounds} request(s) per try gives an "
-                f"execute time limit of {hard} s, not below AFP_VISIBILITY_TIMEOUT_S = "
-                f"{settings.visibility_timeout_s} s; raise AFP_VISIBILITY_TIMEOUT_S and AFP_LEASE_EXPIRY_S above "
-                f"{hard} s, lower timeout_s, or lower AFP_MAX_TOOL_ROUNDS (docs/OPERATIONS.md, slow local models)")
-    # Slot waits are left out here: a scoring try that waits that long is still fenced by its renewed
-    # lease (a redelivered copy finds the cell held), and counting them would refuse every 3-judge sweep.
-    hard = scoring_limits(spec, slot_waits=False).hard_s
-    if spec.judges and hard >= settings.visibility_timeout_s:
-        raise SpecError(
-            f"judges: their timeouts and retries give a score time limit of {hard} s, not below "
-            f"AFP_VISIBILITY_TIMEOUT_S = {settings.visibility_timeout_s} s; raise AFP_VISIBILITY_TIMEOUT_S and "
-            f"AFP_LEASE_EXPIRY_S above {hard} s or lower the judges' timeout_s")
+    per_round = sum(calls * (judge_slot_wait_s(j) + call_s(j)) for j in spec.judges or [])
+    return _limits(2 * per_round + MARGIN_S, settings)

@@ -14,7 +14,6 @@ from afpbench.workers.cells.claim import ATTEMPT_INTERRUPTED, ATTEMPT_STARTED
 from afpbench.workers.cells.completion import open_cells
 from afpbench.workers.cells.dispatch import release, resend
 from afpbench.workers.cells.finish import aggregate_now, finish_if_done
-from afpbench.workers.cells.time_limits import check_sweep
 from afpbench.workers.errors import RunCancelled, SealMismatch, SweepNotFound
 from afpbench.workers.providers.preflight import preflight
 from afpbench.workers.settings import get_settings
@@ -58,10 +57,6 @@ def start_sweep(spec: SweepSpec, *, check_endpoints: bool = True) -> str:
     """Validate inputs, check our services, preflight endpoints, then seal and write the sweep and all
     its cells at once."""
     inputs = load_inputs(spec)  # raises FixtureError / ReferenceFileError naming the file
-    if not get_settings().embedded:
-        # The broker would hand a task that outlives its visibility timeout to a second worker; the
-        # embedded broker redelivers nothing and its thread pool enforces no time limit.
-        check_sweep(inputs, get_settings())
     # Writes nothing, so bad input or a refused endpoint leaves no file behind; the schema is checked
     # when the engine is first built, inside create_sweep's transaction, before its first row.
     check_services(schema=False)
