@@ -64,6 +64,7 @@ def run(
     """Run a sweep. Embedded by default (SQLite + in-memory broker + in-process worker threads).
 
     Subset options change the spec before it is validated and sealed (docs/SPEC.md, "Running a subset")."""
+    from afpbench.workers.errors import RunCancelled
     from afpbench.workers.settings import get_settings
     from afpbench.workers.sim.local import needs_local_sim, start_local_sim
     from afpbench.workers.sweeps.runs import attempts_count, check_services, start_sweep, wait_for
@@ -82,7 +83,7 @@ def run(
         if settings.embedded:
             from afpbench.workers.embedded import embedded_worker
 
-            stack.enter_context(embedded_worker(threads or settings.embedded_threads))
+            worker = stack.enter_context(embedded_worker(threads or settings.embedded_threads))
         elif detach is False and not settings.embedded:
             console.print(
                 "[dim]distributed mode: cells go to the broker; start `afpbench worker` processes[/dim]"
@@ -91,14 +92,42 @@ def run(
         if detach and not settings.embedded:
             typer.echo(sweep_id)
             return
-        with progress_bar(console, disable=as_json) as update:
-            final = wait_for(sweep_id, on_progress=update)
+        try:
+            with progress_bar(console, disable=as_json) as update:
+                final = wait_for(sweep_id, on_progress=update)
+        except RunCancelled as exc:
+            if settings.embedded:
+                worker.stop_wait_s = CANCEL_WAIT_S
+                _exit_cancelled(stack, sweep_id, exc)
+            raise
     summary = summary_json(sweep_id, final, attempts_count(sweep_id), settings.database_url_safe())
     if as_json:
         typer.echo(json.dumps(summary, indent=2))
     else:
         wide_console().print(summary_table(summary))
     _exit_status(sweep_id)
+
+
+# After a cancel, how long a run waits for calls in flight to come back and record themselves.
+CANCEL_WAIT_S = 3.0
+
+
+def _exit_cancelled(stack: ExitStack, sweep_id: str, exc: Exception) -> None:
+    """`afpbench cancel` stopped the sweep: stop the embedded worker (it waits CANCEL_WAIT_S for calls
+    in flight to record themselves), record the tries still in flight as abandoned, and exit 4 now.
+    os._exit, because a pool thread still blocked in a slow provider call (minutes on a CPU model)
+    would otherwise keep the interpreter alive until its read timeout."""
+    from afpbench.workers.store.db import dispose_engines
+    from afpbench.workers.sweeps.runs import abandon_in_flight
+
+    stack.close()
+    abandoned = abandon_in_flight(sweep_id)
+    note = f"; {abandoned} request(s) still in flight recorded as interrupted" if abandoned else ""
+    console.print(f"[red]error:[/red] {exc}{note}", highlight=False, soft_wrap=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    dispose_engines()
+    os._exit(getattr(exc, "exit_code", 4))
 
 
 def _exit_status(sweep_id: str) -> None:

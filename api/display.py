@@ -107,6 +107,7 @@ def summary_json(sweep_id: str, progress, attempts: int, database_url: str) -> d
             "judges": [j.get("label") or f"{j['provider']}/{j['model']}" for j in sweep.spec.get("judges", [])],
             "by_model_condition": [r.model_dump(mode="json") for r in summary.by_model_condition],
             "comparisons": [c.model_dump(mode="json") for c in summary.comparisons],
+            "no_scored_cell": summary.no_scored_cell,
         }
 
 
@@ -195,7 +196,10 @@ def summary_table(summary: dict) -> Group:
     title = Text.from_markup(f"[bold]sweep {summary['sweep_id']}[/bold] — ")
     title.append(summary["name"])  # a spec's name is data, never markup
     title.append_text(Text.from_markup(f"{label} [dim]{summary['status']}[/dim]"))
-    parts: list[Any] = [title, _rates_table(summary)]
+    parts: list[Any] = [title]
+    if summary.get("no_scored_cell"):  # first: the rates below are empty, and not a result
+        parts.append(Text(summary["no_scored_cell"], style="bold red"))
+    parts.append(_rates_table(summary))
     if summary.get("comparisons"):
         parts.append(_comparisons_table(summary))
     parts += [Text(note, style="dim") for note in _notes(summary)]

@@ -130,10 +130,18 @@ def _interim(s: SweepSummary) -> bool:
     return s.interim or not s.complete
 
 
+def _standing(s: SweepSummary) -> str:
+    """What the figures are: interim, final, or nothing measured (never "final" with no scored cell)."""
+    if s.no_scored_cell:
+        return "NOTHING MEASURED (no cell scored)"
+    return "INTERIM (sweep not complete)" if _interim(s) else "final"
+
+
 def _headline(s: SweepSummary) -> list[str]:
-    state = "INTERIM (sweep not complete)" if _interim(s) else "final"
-    lines = [f"sweep {s.sweep_id} | status {s.status} | {state} | cells {s.cells} "
+    lines = [f"sweep {s.sweep_id} | status {s.status} | {_standing(s)} | cells {s.cells} "
              f"(unfinished {s.unfinished}) | seal {s.seal_hash} | computed {s.computed_at}"]
+    if s.no_scored_cell:
+        lines.insert(0, s.no_scored_cell.upper()[:1] + s.no_scored_cell[1:])
     rule = s.pass_rule or {}
     if rule:
         lines.append(f"pass rule (sealed): no fatal criterion, every dimension >= {rule.get('min_dimension')}, "
@@ -159,7 +167,8 @@ def _md_cell(text: str) -> str:
 
 def _markdown(s: SweepSummary) -> str:
     out = [f"# afpbench report: {_md_cell(s.name)}", ""]
-    out += [f"> **{_md_cell(line)}**" if line.startswith("SIMULATED") else f"> {_md_cell(line)}"
+    loud = ("SIMULATED", "No cell was scored")
+    out += [f"> **{_md_cell(line)}**" if line.startswith(loud) else f"> {_md_cell(line)}"
             for line in _headline(s)]
     for heading, header, rows, note in _sections(s):
         out += ["", f"## {heading}", ""]
@@ -209,10 +218,15 @@ def _html(s: SweepSummary) -> str:
     parts = [f"<h1>afpbench report: {escape(s.name)}</h1>"]
     if s.simulated:
         parts.append('<div class="banner sim" id="simulated-banner">SIMULATED</div>')
-    if _interim(s):
+    if s.no_scored_cell:
+        parts.append(f'<div class="banner interim" id="nothing-scored">{escape(_standing(s))}</div>')
+    elif _interim(s):
         parts.append('<div class="banner interim">INTERIM: the sweep is not complete</div>')
     parts += [f'<p class="muted">{escape(line)}</p>' for line in _headline(s)]
-    for caption, svg in _plots(s):
+    plots = _plots(s)
+    if s.no_scored_cell:  # no rate to chart: only the state breakdown says anything
+        plots = [p for p in plots if p[0].startswith("Result states")]
+    for caption, svg in plots:
         parts.append(f"<figure>{svg}<figcaption>{escape(caption)}</figcaption></figure>")
     for heading, header, rows, note in _sections(s):
         parts.append(f"<h2>{escape(heading)}</h2>")

@@ -18,7 +18,7 @@ from sqlalchemy.orm import configure_mappers
 
 from afpbench.workers.errors import ServiceUnavailable
 from afpbench.workers.providers.families import EXEC_QUEUES
-from afpbench.workers.settings import get_settings
+from afpbench.workers.settings import get_settings, soft_before
 from afpbench.workers.store.db import dispose_engines
 
 QUEUES = (*EXEC_QUEUES, "score", "aggregate", "control")
@@ -56,10 +56,10 @@ def make_app() -> Celery:
         worker_prefetch_multiplier=1,
         task_ignore_result=True,
         result_backend=None,
+        # The default for tasks that call no model; execute and score messages carry their own limits,
+        # derived from the sweep's timeouts (workers/cells/time_limits.py).
         task_time_limit=settings.task_hard_time_limit_s,
-        # A soft limit that fires inside SQLAlchemy can leave a prefork child broken, so the soft limit
-        # comes 30 s (a quarter of short limits) before the hard one, never 1 s.
-        task_soft_time_limit=max(1, settings.task_hard_time_limit_s - min(30, settings.task_hard_time_limit_s // 4)),
+        task_soft_time_limit=soft_before(settings.task_hard_time_limit_s),
         broker_transport_options=transport_options,
         broker_connection_retry_on_startup=True,
         # Task events feed Flower; the embedded mode's in-memory broker has no Flower to feed. No
@@ -151,15 +151,25 @@ def check_broker(timeout_s: float = 5.0) -> None:
 
 class _Labelled(TypedDict, total=False):
     argsrepr: str  # the message's Flower label (see publish)
+    time_limit: int  # per-message time limits (workers/cells/time_limits.py)
+    soft_time_limit: int
 
 
-def send(task_name: str, args: list, queue: str, label: str | None = None) -> None:
-    """Send one task message by its registered name (`label`: its Flower argsrepr, see publish)."""
+# A message: (task name, args, queue[, label[, time limits]]); time limits as TaskLimits.options().
+Message = tuple[str, list, str] | tuple[str, list, str, str] | tuple[str, list, str, str, dict[str, int] | None]
+
+
+def send(task_name: str, args: list, queue: str, label: str | None = None,
+         limits: dict[str, int] | None = None) -> None:
+    """Send one task message by its registered name (`label`: its Flower argsrepr, see publish;
+    `limits`: its time limits, else the app's defaults)."""
     options: _Labelled = {"argsrepr": label} if label else {}
+    if limits:
+        options.update(limits)  # type: ignore[typeddict-item]  # keys are time_limit, soft_time_limit
     app.send_task(task_name, args=args, queue=queue, **options)
 
 
-def publish(messages: Sequence[tuple[str, list, str] | tuple[str, list, str, str]]) -> None:
+def publish(messages: Sequence[Message]) -> None:
     """Send (task name, args, queue[, label]) messages on one producer, pipelined: on Redis, kombu's publish
     batch sends up to a thousand LPUSHes per round trip (one connection, no per-message client). A
     100,000-cell release took about 3 ms a message one by one.
@@ -169,12 +179,15 @@ def publish(messages: Sequence[tuple[str, list, str] | tuple[str, list, str, str
     model text (callers build it from sweep id, model label, condition, fixture and repeat)."""
     declared: set[str] = set()
     with app.producer_or_acquire() as producer, producer.batch(max_size=1000):
-        for task_name, args, queue, *label in messages:
+        for task_name, args, queue, *rest in messages:
             # The first message to a queue declares it (binds it to the exchange, so a release before any
             # worker started is not dropped); the rest skip the per-message declare bookkeeping.
             extra: dict = {} if queue not in declared else {"declare": []}
-            if label:
-                extra["argsrepr"] = label[0]
+            if rest and rest[0]:
+                extra["argsrepr"] = rest[0]
+            limits = rest[1] if len(rest) > 1 else None
+            if isinstance(limits, dict):
+                extra.update(limits)
             declared.add(queue)
             app.send_task(task_name, args=args, queue=queue, producer=producer, **extra)
 

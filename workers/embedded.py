@@ -16,6 +16,9 @@ from afpbench.workers.celery_app import QUEUES, app
 
 
 class _Controller(WorkController):
+    # How long leaving the context waits for tasks in flight; a cancelled run lowers it (api/cli.py).
+    stop_wait_s = 15.0
+
     def __init__(self, *args, **kwargs):
         self.started = threading.Event()
         super().__init__(*args, **kwargs)
@@ -25,7 +28,7 @@ class _Controller(WorkController):
 
 
 @contextmanager
-def embedded_worker(concurrency: int = 8, queues: tuple[str, ...] = QUEUES) -> Iterator[WorkController]:
+def embedded_worker(concurrency: int = 8, queues: tuple[str, ...] = QUEUES) -> Iterator[_Controller]:
     logging.getLogger("celery").setLevel(logging.WARNING)
     # A task's retry re-sends itself through a signature bound to the *current* app, which pool threads
     # do not inherit; without a process default they would use Celery's built-in one (amqp://localhost)
@@ -52,5 +55,5 @@ def embedded_worker(concurrency: int = 8, queues: tuple[str, ...] = QUEUES) -> I
     finally:
         # celery-types declares this flag None; celery's worker sets an exit code in it to stop.
         worker_state.should_terminate = 0  # type: ignore[assignment]
-        thread.join(15)
+        thread.join(worker.stop_wait_s)
         worker_state.should_terminate = None

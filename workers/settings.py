@@ -35,6 +35,8 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=2 * 1024 * 1024, ge=1024, description="HTTP request body limit")
 
     # Worker and queue timing. Order that must hold: hard limit < visibility timeout < lease expiry.
+    # The hard limit is the default of tasks that call no model (aggregate, reconcile); execute and score
+    # messages carry limits derived from the sweep's timeouts (workers/cells/time_limits.py).
     task_hard_time_limit_s: int = 600
     visibility_timeout_s: int = 3600
     lease_expiry_s: int = 3900
@@ -72,6 +74,12 @@ class Settings(BaseSettings):
                 f"AFP_LEASE_EXPIRY_S; got {self.task_hard_time_limit_s} / {self.visibility_timeout_s} / "
                 f"{self.lease_expiry_s}"
             )
+
+
+def soft_before(hard_s: int) -> int:
+    """The soft time limit for a hard one. A soft limit that fires inside SQLAlchemy can leave a prefork
+    child broken, so it comes 30 s (a quarter of short limits) before the hard one, never 1 s."""
+    return max(1, hard_s - min(30, hard_s // 4))
 
 
 @lru_cache(maxsize=1)

@@ -63,7 +63,8 @@ def execute(self, cell_id: int, prepaid: bool = False) -> str:
             )
         if isinstance(decision, ScoreNext):
             # The execute message's label (sweep/model/condition/fixture) carries on to its score message.
-            send(SCORE, [cell_id], "score", getattr(self.request, "argsrepr", None))
+            send(SCORE, [cell_id], "score", getattr(self.request, "argsrepr", None),
+                 decision.limits.options() if decision.limits else None)
             return "executed"
         if decision.sweep_open is not True:
             _finish(cell_id, self, decision.sweep_id)

@@ -43,6 +43,19 @@ def test_in_flight_leases_expire_so_a_dead_worker_cannot_hold_a_slot(fresh_redis
     assert limiter.acquire("pool-b", limits).granted
 
 
+def test_a_slow_models_call_keeps_its_slot_past_the_default_lease(fresh_redis):
+    """A call that may take longer than the limiter's lease TTL (a CPU model, timeout_s 600) asks for a
+    longer lease: the slot is not handed to a third request while the call is still running."""
+    limiter = RedisLimiter(fresh_redis, lease_ttl_s=0.5)
+    limits = Limits(max_in_flight=1)
+    slow = limiter.acquire("pool-slow", limits, lease_s=1.5)
+    assert slow.granted and slow.lease
+    time.sleep(0.7)  # past the default TTL, within the call's
+    assert limiter.acquire("pool-slow", limits).reason == "max in flight"
+    time.sleep(1.0)  # the lease_s is a bound too: a dead worker's slot still comes back
+    assert limiter.acquire("pool-slow", limits).granted
+
+
 def test_cool_down_is_seen_by_every_client(fresh_redis):
     a, b = RedisLimiter(fresh_redis), RedisLimiter(fresh_redis)
     a.cool_down("pool-c", 2.0)

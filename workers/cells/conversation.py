@@ -26,7 +26,8 @@ from afpbench.scoring.calculator import CalculatorError, evaluate, shown_result
 from afpbench.scoring.render import render
 from afpbench.workers.cells.claim import CellRow
 from afpbench.workers.cells.lease import Hold
-from afpbench.workers.limits.base import Grant, Limiter, pool_of
+from afpbench.workers.cells.time_limits import slot_lease_s, sweep_execution_limits
+from afpbench.workers.limits.base import Grant, Limiter, pool_limits, pool_of
 from afpbench.workers.limits.shared import get_limiter
 from afpbench.workers.providers.endpoints import endpoint_for
 from afpbench.workers.providers.registry import adapter_for
@@ -35,7 +36,8 @@ from afpbench.workers.settings import get_settings
 from afpbench.workers.store.lossless import body_record
 from afpbench.workers.store.models import Cell
 from afpbench.workers.sweeps.inputs import SweepInputs
-from afpbench.workers.sweeps.spec import ModelSpec
+from afpbench.workers.sweeps.progress import is_cancelled
+from afpbench.workers.sweeps.spec import Limits, ModelSpec
 
 INCOMPLETE = "tool conversation incomplete"
 # Outcomes of a later round that lose the conversation (the cell retries); the others keep their own
@@ -95,7 +97,7 @@ def incomplete(reason: str, outcome: OutcomeClass = OutcomeClass.infra_error) ->
 
 
 def _round_slot(
-    limiter: Limiter, pool: str, model: ModelSpec, tokens: int, holding: str | None, budget_s: float
+    limiter: Limiter, pool: str, limits: Limits, tokens: int, holding: str | None, budget_s: float, lease_s: float
 ) -> Grant:
     """Wait (at most budget_s) for a later round's rate and token budget, holding the conversation's
     in-flight lease. Reserving ahead (reserve_s) paces this round against other waiting tasks instead
@@ -104,14 +106,14 @@ def _round_slot(
     prepaid = False
     while True:
         left = deadline - time.monotonic()
-        grant = limiter.acquire(pool, model.limits, tokens, reserve_s=max(0.0, left), prepaid=prepaid,
-                                holding=holding)
+        grant = limiter.acquire(pool, limits, tokens, reserve_s=max(0.0, left), prepaid=prepaid,
+                                holding=holding, lease_s=lease_s)
         if grant.granted:
             return grant
         prepaid = grant.prepaid
         if grant.wait_s > deadline - time.monotonic():
             if prepaid:  # the reserved request will never be sent
-                limiter.refund(pool, model.limits, tokens)
+                limiter.refund(pool, limits, tokens)
             return grant
         time.sleep(grant.wait_s)
 
@@ -130,6 +132,9 @@ def converse(
     adapter = adapter_for(model.provider)
     limiter = get_limiter()
     pool = pool_of(endpoint)
+    limits = pool_limits(inputs.spec, model)
+    # The limit this cell's execute message carries (time_limits.py), not a constant a raised timeout_s outgrows.
+    hard_limit_s = sweep_execution_limits(inputs, model, settings).hard_s
     messages: list[dict] = prompt.messages()  # later rounds add assistant turns with tool calls
     rounds: list[dict] = []
     tool_records: list[dict] = []
@@ -144,18 +149,24 @@ def converse(
             result = _not_sent(round_no, "the lease was taken over by another claim")
             rounds.append(_round_record(result, sent=False))
             break
+        if hold is not None and is_cancelled(cell.sweep_id):
+            # Nothing is sent after a cancel; the record says why the conversation stopped here.
+            result = _not_sent(round_no, "the sweep was cancelled")
+            rounds.append(_round_record(result, sent=False))
+            break
         if round_no > 1:
             # The thread pool does not enforce Celery's hard time limit, so the conversation does: a
             # round that could overrun it (waiting for its slot included) is not started.
-            spare = (settings.task_hard_time_limit_s - (time.monotonic() - started)
+            spare = (hard_limit_s - (time.monotonic() - started)
                      - endpoint.connect_timeout_s - endpoint.timeout_s)
             if spare <= 0:
-                result = incomplete(f"round {round_no} could exceed the hard time limit of "
-                                    f"{settings.task_hard_time_limit_s} s")
+                result = incomplete(f"round {round_no} could exceed the task's hard time limit of "
+                                    f"{hard_limit_s} s (from timeout_s {model.timeout_s:g} s and the tool "
+                                    f"rounds, at most AFP_VISIBILITY_TIMEOUT_S - 60 s)")
                 rounds.append(_round_record(result, sent=False))
                 break
             budget = min(settings.tool_round_wait_s, spare)
-            grant = _round_slot(limiter, pool, model, estimate, holding, budget)
+            grant = _round_slot(limiter, pool, limits, estimate, holding, budget, slot_lease_s(model))
             if not grant.granted:
                 result = incomplete(f"no rate slot for round {round_no} within {budget:g} s "
                                     f"({grant.reason or 'limiter'})")
@@ -170,7 +181,7 @@ def converse(
         else:
             lease = None  # the conversation's own lease, released by execute_cell
         result = adapter.call(endpoint, ChatRequest(messages, prompt.tools, {"X-Afpbench-Cell": cell.key}))
-        if lease or model.limits.tokens_per_min:
+        if lease or limits.tokens_per_min:
             # Correct the token budget with the reported usage; round one's estimate is what
             # execute_cell took (before the prompt was rendered).
             taken = estimate_tokens([], model.params) if round_no == 1 else estimate

@@ -18,7 +18,9 @@ from sqlalchemy import func, update
 from sqlmodel import col, select
 
 from afpbench.workers.celery_app import EXECUTE, SCORE, publish
+from afpbench.workers.cells.time_limits import scoring_limits, sweep_execution_limits
 from afpbench.workers.providers.families import exec_queue, provider
+from afpbench.workers.settings import get_settings
 from afpbench.workers.store.db import session_scope
 from afpbench.workers.store.models import Cell, Phase, Sweep, SweepStatus, utcnow
 from afpbench.workers.sweeps.inputs import inputs_for
@@ -57,13 +59,15 @@ def _labels(cell_ids: list[int]) -> dict[int, str]:
     return out
 
 
-def _send(cells: list[tuple[int, str, str]]) -> None:
-    publish([(EXECUTE, [cell_id], exec_queue(provider(name).family), label) for cell_id, name, label in cells])
+def _send(cells: list[tuple[int, str, str, dict[str, int]]]) -> None:
+    publish([(EXECUTE, [cell_id], exec_queue(provider(name).family), label, limits)
+             for cell_id, name, label, limits in cells])
 
 
 def release(sweep_id: str) -> int:
     """Queue pending cells up to each model's window; returns how many were sent."""
-    chosen: list[tuple[int, str, str]] = []
+    chosen: list[tuple[int, str, str, dict[str, int]]] = []
+    settings = get_settings()
     with session_scope() as session:
         status = session.exec(select(Sweep.status).where(Sweep.id == sweep_id)).first()
         if status is None or status == SweepStatus.cancelled:
@@ -75,7 +79,8 @@ def release(sweep_id: str) -> int:
                 .group_by(Cell.model_hash)
             ).all()
         )
-        for model in inputs_for(session, sweep_id).spec.models:
+        inputs = inputs_for(session, sweep_id)
+        for model in inputs.spec.models:
             room = window_for(model) - busy.get(model.model_hash, 0)
             if room <= 0:
                 continue
@@ -99,7 +104,8 @@ def release(sweep_id: str) -> int:
                 .values(phase=Phase.queued, updated_at=utcnow())
                 .returning(*_LABEL_COLUMNS)
             ).all()
-            chosen += [(row[0], model.provider, task_label(*row)) for row in moved]
+            limits = sweep_execution_limits(inputs, model, settings).options()  # from its timeout_s
+            chosen += [(row[0], model.provider, task_label(*row), limits) for row in moved]
     # Sent after the commit: a worker that receives the id finds the row queued.
     _send(chosen)
     return len(chosen)
@@ -120,13 +126,23 @@ def top_up(sweep_id: str, every_s: float = 1.0) -> int:
     return release(sweep_id)
 
 
-def resend(cells: list[tuple[int, str, str]]) -> int:
-    """Send again the messages of cells that may have been lost (duplicates are harmless)."""
+def resend(cells: list[tuple[int, str, str]], sweep_id: str | None = None) -> int:
+    """Send again the messages of cells that may have been lost (duplicates are harmless). With the
+    sweep's id they carry its derived time limits (an execute message the longest of its models')."""
     labels = _labels([cell_id for cell_id, _, _ in cells]) if cells else {}
+    execute_limits = score_limits = None
+    if sweep_id is not None and cells:
+        with session_scope() as session:
+            inputs = inputs_for(session, sweep_id)
+        settings = get_settings()
+        execute_limits = max((sweep_execution_limits(inputs, m, settings) for m in inputs.spec.models),
+                             key=lambda t: t.hard_s).options()
+        score_limits = scoring_limits(inputs.spec, settings).options()
     publish([
-        (SCORE, [cell_id], "score", labels.get(cell_id, f"({cell_id},)")) if phase in (Phase.awaiting_score,
-                                                                                     Phase.scoring)
-        else (EXECUTE, [cell_id], exec_queue(provider(name).family), labels.get(cell_id, f"({cell_id},)"))
+        (SCORE, [cell_id], "score", labels.get(cell_id, f"({cell_id},)"), score_limits)
+        if phase in (Phase.awaiting_score, Phase.scoring)
+        else (EXECUTE, [cell_id], exec_queue(provider(name).family), labels.get(cell_id, f"({cell_id},)"),
+              execute_limits)
         for cell_id, name, phase in cells
     ])
     return len(cells)

@@ -36,8 +36,9 @@ from afpbench.workers.cells.conversation import converse, estimate_tokens, sent_
 from afpbench.workers.cells.dispatch import top_up
 from afpbench.workers.cells.lease import hold_execution
 from afpbench.workers.cells.retry import RetryPolicy, Verdict
+from afpbench.workers.cells.time_limits import TaskLimits, scoring_limits, slot_lease_s
 from afpbench.workers.grading.scorer import done_values, evidence_for, result_row
-from afpbench.workers.limits.base import pool_of
+from afpbench.workers.limits.base import pool_limits, pool_of
 from afpbench.workers.limits.shared import get_limiter
 from afpbench.workers.providers.endpoints import endpoint_for
 from afpbench.workers.providers.types import AdapterResult
@@ -55,6 +56,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class ScoreNext:
     cell_id: int
+    limits: TaskLimits | None = None  # the score message's time limits, from the sweep's judges
 
 
 @dataclass(frozen=True)
@@ -94,7 +96,8 @@ def execute_cell(
         return Finished(None, f"cell {cell_id} does not exist")
     cell, inputs, validity = loaded
     if cell.phase in (Phase.awaiting_score, Phase.scoring):
-        return ScoreNext(cell_id)  # a redelivery after the attempt was stored: carry on to scoring
+        # A redelivery after the attempt was stored: carry on to scoring.
+        return ScoreNext(cell_id, scoring_limits(inputs.spec, settings))
     if cell.phase == Phase.done:
         return Finished(cell.state, "already done")
     if cell.sweep_status == SweepStatus.cancelled:
@@ -110,7 +113,9 @@ def execute_cell(
     # Reserve a slot up to a quarter of the visibility timeout ahead, so a countdown never nears it.
     reserve_s = min(30.0, settings.visibility_timeout_s / 4)
     estimate = estimate_tokens([], model.params)
-    grant = limiter.acquire(pool, model.limits, estimate, reserve_s=reserve_s, prepaid=prepaid)
+    limits = pool_limits(inputs.spec, model)  # judges on the same server count against the same cap
+    grant = limiter.acquire(pool, limits, estimate, reserve_s=reserve_s, prepaid=prepaid,
+                            lease_s=slot_lease_s(model))
     if not grant.granted:
         return RetryLater(grant.wait_s, f"limiter: {grant.reason}", prepaid=grant.prepaid)
     with transaction() as conn:
@@ -119,7 +124,7 @@ def execute_cell(
         claimed = claim(conn, cell_id, worker, settings.lease_expiry_s, policy.max_attempts)
     if not isinstance(claimed, Claimed):
         limiter.release(pool, grant.lease)
-        limiter.refund(pool, model.limits, estimate)
+        limiter.refund(pool, limits, estimate)
         if isinstance(claimed, Exhausted):  # due again with its budget spent: now done, INFRA_ERROR
             return Finished(ResultState.INFRA_ERROR.value, claimed.reason, cell.sweep_id)
         return RetryLater(5.0, "claimed by another worker")
@@ -132,7 +137,7 @@ def execute_cell(
         finally:
             limiter.release(pool, grant.lease)
         if not sent_rounds(rounds):
-            limiter.refund(pool, model.limits, estimate)  # round one's slot was never used
+            limiter.refund(pool, limits, estimate)  # round one's slot was never used
             return record_not_sent(cell, claimed, model, rounds)
         decision = _record(cell, claimed, model, inputs, validity, result, rounds, tool_records, tokens, policy)
     top_up(cell.sweep_id)  # a slot in this model's release window just freed
@@ -234,7 +239,7 @@ def _commit(
         decision = Finished(scored.state.value, cell_values["state_reason"], cell.sweep_id)
     elif verdict.kind == "score":
         cell_values["phase"] = Phase.awaiting_score
-        decision = ScoreNext(cell.id)
+        decision = ScoreNext(cell.id, scoring_limits(inputs.spec, get_settings()))
     elif verdict.kind == "retry":
         cell_values.update(phase=Phase.queued, not_before=now + timedelta(seconds=verdict.delay_s))
         decision = RetryLater(verdict.delay_s, verdict.reason)

@@ -89,7 +89,7 @@ def _mark_resent(cells: list[tuple[int, str, str]], older_than: timedelta) -> li
 def reconcile_sweep(sweep_id: str, older_than: timedelta | None = None) -> int:
     older_than = older_than or _stale_threshold()
     expire_overlong_leases(sweep_id)
-    sent = resend(_mark_resent(stuck_cells(sweep_id, older_than), older_than))
+    sent = resend(_mark_resent(stuck_cells(sweep_id, older_than), older_than), sweep_id)
     sent += release(sweep_id)
     finish_if_done(sweep_id, "reconciler")
     return sent

@@ -22,8 +22,9 @@ from afpbench.scoring.judge import (
     judgement_schema,
     read_judgement,
 )
+from afpbench.workers.cells.time_limits import judge_slot_wait_s, slot_lease_s
 from afpbench.workers.errors import JudgeUnavailable
-from afpbench.workers.limits.base import pool_of
+from afpbench.workers.limits.base import pool_limits, pool_of
 from afpbench.workers.limits.shared import get_limiter
 from afpbench.workers.providers.endpoints import endpoint_for
 from afpbench.workers.providers.registry import adapter_for
@@ -32,10 +33,15 @@ from afpbench.workers.store.lossless import storable_text
 from afpbench.workers.store.models import Cell, saved_id
 from afpbench.workers.store.models import Judgement as JudgementRow
 from afpbench.workers.sweeps.inputs import SweepInputs
-from afpbench.workers.sweeps.spec import ModelSpec
+from afpbench.workers.sweeps.progress import is_cancelled
+from afpbench.workers.sweeps.spec import Limits, ModelSpec
 
 # How a judgement row records a call that got no answer (workers/results/exclusions.py counts them).
 CALL_FAILED = "judge call failed"
+
+
+class JudgingCancelled(Exception):
+    """The sweep was cancelled between two judge calls: no further judge call is started."""
 
 
 def judgement_response(fixture: Fixture, swapped: bool = False) -> ResponseSchema:
@@ -55,19 +61,27 @@ def judgement_text(result: AdapterResult, wanted: ResponseSchema | None) -> str 
 
 
 def call_judge(
-    judge: ModelSpec, messages: list[dict], cell_key: str, response_schema: ResponseSchema | None = None
+    judge: ModelSpec, messages: list[dict], cell_key: str, response_schema: ResponseSchema | None = None,
+    limits: Limits | None = None,
 ) -> tuple[str | None, str | None]:
-    """One judge call through the shared limiter; returns (raw text, error)."""
+    """One judge call through the shared limiter; returns (raw text, error). `limits`: the pool's limits
+    in the sweep (limits/base.py:pool_limits), so a judge on the tested model's server shares its cap;
+    the judge's own entry when there is no sweep (calibration, fixtures check)."""
+    limits = limits or judge.limits
     endpoint = endpoint_for(judge)
     pool = pool_of(endpoint)
     limiter = get_limiter()
-    deadline = time.monotonic() + 60
-    grant = limiter.acquire(pool, judge.limits, sum(len(m["content"]) for m in messages) // 4 + 1024)
+    # A judge on a slow local server waits behind the tested model's calls: one call's length at least.
+    wait_s = judge_slot_wait_s(judge)
+    deadline = time.monotonic() + wait_s
+    lease_s = slot_lease_s(judge)
+    grant = limiter.acquire(pool, limits, sum(len(m["content"]) for m in messages) // 4 + 1024, lease_s=lease_s)
     while not grant.granted:
         if time.monotonic() > deadline:
-            raise JudgeUnavailable(f"judge {judge.display}: rate limit wait exceeded 60 s")
+            raise JudgeUnavailable(f"judge {judge.display}: waited {wait_s:g} s for its pool's rate or "
+                                   f"in-flight slot ({grant.reason or 'limiter'})")
         time.sleep(min(grant.wait_s, 2.0))
-        grant = limiter.acquire(pool, judge.limits, 0)
+        grant = limiter.acquire(pool, limits, 0, lease_s=lease_s)
     try:
         result = adapter_for(judge.provider).call(
             endpoint, ChatRequest(messages, [], {"X-Afpbench-Cell": cell_key}, response_schema)
@@ -117,7 +131,11 @@ def judge_round(
         parsed: Judgement | JudgementError | None = None
         infra_errors = 0
         for _ in range(inputs.spec.dispute_rule.max_parse_retries + 1):
-            raw, error = call_judge(judge, messages, f"{cell.key}|judge{judge_round}", wanted)
+            if is_cancelled(cell.sweep_id):
+                raise JudgingCancelled(f"sweep cancelled during judging round {judge_round}: judge "
+                                       f"{judge.display} not called; the calls made are kept")
+            raw, error = call_judge(judge, messages, f"{cell.key}|judge{judge_round}", wanted,
+                                    pool_limits(inputs.spec, judge))
             if error:
                 infra_errors += 1
                 session.add(row(judge, None, None, f"{CALL_FAILED}: {error}"))

@@ -21,7 +21,7 @@ from afpbench.scoring.states import ResultState
 from afpbench.scoring.verdict import DisputeRule, PassRule, Verdict, decide
 from afpbench.workers.cells.lease import hold_scoring
 from afpbench.workers.errors import JudgeUnavailable, RecordNotFound
-from afpbench.workers.grading.judges import judge_round
+from afpbench.workers.grading.judges import JudgingCancelled, judge_round
 from afpbench.workers.providers.types import OutcomeClass
 from afpbench.workers.settings import get_settings
 from afpbench.workers.store.db import session_scope
@@ -106,7 +106,14 @@ def score_cell(cell_id: int, worker: str) -> Scored | RejudgeLater | NotScored:
     with hold_scoring(cell_id, owner):
         try:
             with session_scope() as session:
-                verdict, details, run = score_answer(session, cell_id)
+                try:
+                    verdict, details, run = score_answer(session, cell_id)
+                except JudgingCancelled as exc:
+                    # The judge calls already made are real requests: their rows are kept. The cell
+                    # goes back to awaiting_score with no result, for `afpbench resume`.
+                    session.execute(update(Cell).where(_still_ours(cell_id, owner))
+                                    .values(phase=Phase.awaiting_score, lease_owner=None, lease_until=None))
+                    return NotScored(str(exc))
                 # The fence: only the claim that still holds the cell writes its result. A scorer that
                 # lost its lease (stalled past it while another scorer claimed the cell) writes nothing,
                 # and its judgements are rolled back with the rest of this transaction.

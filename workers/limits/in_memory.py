@@ -50,7 +50,7 @@ class InMemoryLimiter(Limiter):
 
     def acquire(
         self, pool: str, limits: Limits, tokens: int = 0, *, reserve_s: float = 0.0, prepaid: bool = False,
-        holding: str | None = None,
+        holding: str | None = None, lease_s: float | None = None,
     ) -> Grant:
         with self._lock:
             now = self._clock()

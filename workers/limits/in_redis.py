@@ -121,7 +121,7 @@ class RedisLimiter(Limiter):
 
     def acquire(
         self, pool: str, limits: Limits, tokens: int = 0, *, reserve_s: float = 0.0, prepaid: bool = False,
-        holding: str | None = None,
+        holding: str | None = None, lease_s: float | None = None,
     ) -> Grant:
         lease = uuid.uuid4().hex
         tpm = limits.tokens_per_min or 0
@@ -135,7 +135,7 @@ class RedisLimiter(Limiter):
                 tokens,
                 limits.max_in_flight or 0,
                 lease,
-                self._ttl,
+                max(self._ttl, lease_s or 0.0),  # a slow model's call must not outlive its slot
                 reserve_s,
                 1 if prepaid else 0,
                 holding or "",

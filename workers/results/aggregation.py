@@ -18,6 +18,8 @@ from sqlmodel import Session, col
 from afpbench.scoring.balance import exclusion_balance, outcome_counts
 from afpbench.scoring.measures import COST_RULE, MEANS, ScoredGroup, Sum, TokenCounts, score_summary, token_cost
 from afpbench.scoring.rates import (
+    FAIL,
+    PASS,
     SCORED,
     UNFINISHED,
     PairUnit,
@@ -47,6 +49,7 @@ from afpbench.workers.results.summary import (
     comparison,
     labelled,
 )
+from afpbench.workers.results.unscored import why_unscored
 from afpbench.workers.store.db import session_scope
 from afpbench.workers.store.models import Aggregate, Attempt, Cell, Phase, Result, Sweep, SweepStatus, utcnow
 from afpbench.workers.sweeps.spec import HIGH_RISK_MIN_REPEATS, ModelSpec, parse_spec
@@ -162,7 +165,14 @@ def _compute(session: Session, sweep: Sweep, interim: bool | None) -> SweepSumma
         comparisons=_comparisons(session, sweep.id, conditions, labels, high_risk.ready),
         exclusion_balance=exclusion_balance(outcome_counts(states), labels, COMPARISONS),
         human_decisions=human_decisions(session, sweep.id),
+        # Read only when the counts show no scored cell: the reasons need a pass over the cells.
+        no_scored_cell=why_unscored(session, sweep.id) if _nothing_scored(states) else None,
     )
+
+
+def _nothing_scored(states: list[StateRow]) -> bool:
+    counts = tally(states)
+    return counts.get(PASS, 0) + counts.get(FAIL, 0) == 0 and sum(counts.values()) > counts.get(UNFINISHED, 0)
 
 
 def _state_rows(session: Session, sweep_id: str) -> list[StateRow]:

@@ -149,3 +149,6 @@ class SweepSummary(Contract):
         description="per model and condition the share of excluded cells; comparisons whose exclusion "
                     "rates differ markedly are flagged (a biased denominator)")
     human_decisions: list[HumanDecisionEntry] = Field(description="every human decision, oldest first")
+    no_scored_cell: str | None = Field(
+        default=None, description="set when no finished cell was scored: that nothing was measured, and why "
+                                  "(workers/results/unscored.py); such figures are never final")

@@ -10,6 +10,7 @@ from sqlalchemy import update
 from sqlmodel import col, select
 
 from afpbench.workers.celery_app import check_broker
+from afpbench.workers.cells.claim import ATTEMPT_INTERRUPTED, ATTEMPT_STARTED
 from afpbench.workers.cells.completion import open_cells
 from afpbench.workers.cells.dispatch import release, resend
 from afpbench.workers.cells.finish import aggregate_now, finish_if_done
@@ -17,7 +18,7 @@ from afpbench.workers.errors import RunCancelled, SealMismatch, SweepNotFound
 from afpbench.workers.providers.preflight import preflight
 from afpbench.workers.settings import get_settings
 from afpbench.workers.store.db import check_database, session_scope
-from afpbench.workers.store.models import Cell, Phase, Sweep, SweepStatus, saved_id, utcnow
+from afpbench.workers.store.models import Attempt, Cell, Phase, Sweep, SweepStatus, saved_id, utcnow
 from afpbench.workers.sweeps.coordinator import create_sweep, verify_sweep
 from afpbench.workers.sweeps.inputs import load_inputs, remember
 
@@ -134,8 +135,8 @@ def resume(sweep_id: str) -> Resumed:
     if rows is None:
         aggregate_now(sweep_id, "resume")  # claims the aggregate if nobody did, and stores the summary
         return Resumed(0, SweepStatus.complete, True)
-    return Resumed(resend([(saved_id(i), provider, phase) for i, provider, phase in rows]) + release(sweep_id),
-                   status, False)
+    resent = resend([(saved_id(i), provider, phase) for i, provider, phase in rows], sweep_id)
+    return Resumed(resent + release(sweep_id), status, False)
 
 
 def cancel(sweep_id: str) -> Cancelled:
@@ -158,3 +159,26 @@ def cancel(sweep_id: str) -> Cancelled:
             status = session.exec(select(Sweep.status).where(Sweep.id == sweep_id)).one()
             return Cancelled(status, unfinished, False)
     return Cancelled(SweepStatus.cancelled, unfinished, True)
+
+
+def abandon_in_flight(sweep_id: str) -> int:
+    """After a cancel, the tries an embedded run still has in flight (a slow provider call it will not
+    wait for; in embedded mode the run's worker is the sweep's only one): each attempt ends
+    "interrupted" saying so, and its cell goes back to queued, so the record shows a request that was
+    sent and never answered, and `resume` runs it again. A late answer, if its thread still records it,
+    loses the fence (the cell is no longer executing) and is kept as a superseded attempt. A score try
+    in flight goes back to awaiting_score (its uncommitted judgements roll back with it). Returns how
+    many execution tries were abandoned."""
+    why = "sweep cancelled while this request was in flight; the run stopped without waiting for the answer"
+    with session_scope() as session:
+        held = list(session.exec(select(Cell.id).where(col(Cell.sweep_id) == sweep_id,
+                                                        col(Cell.phase) == Phase.executing)))
+        if held:
+            session.execute(update(Attempt)
+                            .where(col(Attempt.cell_id).in_(held), col(Attempt.outcome) == ATTEMPT_STARTED)
+                            .values(outcome=ATTEMPT_INTERRUPTED, finished_at=utcnow(), error=why))
+            session.execute(update(Cell).where(col(Cell.id).in_(held), col(Cell.phase) == Phase.executing)
+                            .values(phase=Phase.queued, lease_owner=None, lease_until=None, updated_at=utcnow()))
+        session.execute(update(Cell).where(col(Cell.sweep_id) == sweep_id, col(Cell.phase) == Phase.scoring)
+                        .values(phase=Phase.awaiting_score, lease_owner=None, lease_until=None))
+    return len(held)
