@@ -157,22 +157,19 @@ def send(task_name: str, args: list, queue: str, label: str | None = None) -> No
 
 def publish(messages: Sequence[tuple[str, list, str] | tuple[str, list, str, str]]) -> None:
     """Send (task name, args, queue[, label]) messages on one producer, pipelined: on Redis, kombu's publish
-    batch sends up to a thousand LPUSHes per round trip (one connection, no per-message client). A
+    batch sends up to a thousand LPUSHes per round trip (one connection, no per-message client), and only
+    the first message of each task and queue is built by Celery (workers/message_replay.py). A
     100,000-cell release took about 3 ms a message one by one.
 
     A label becomes the message's `argsrepr`, which Flower shows as the task's arguments: the ids alone
     cannot tell which cell is stuck. It changes nothing the task receives; it must never hold secrets or
     model text (callers build it from sweep id, model label, condition, fixture and repeat)."""
-    declared: set[str] = set()
+    from afpbench.workers.message_replay import publish_replayed
+
     with app.producer_or_acquire() as producer, producer.batch(max_size=1000):
-        for task_name, args, queue, *label in messages:
-            # The first message to a queue declares it (binds it to the exchange, so a release before any
-            # worker started is not dropped); the rest skip the per-message declare bookkeeping.
-            extra: dict = {} if queue not in declared else {"declare": []}
-            if label:
-                extra["argsrepr"] = label[0]
-            declared.add(queue)
-            app.send_task(task_name, args=args, queue=queue, producer=producer, **extra)
+        publish_replayed(producer, [(name, args, queue, label[0] if label else None)
+                                    for name, args, queue, *label in messages],
+                         app.send_task, app.amqp.argsrepr_maxsize)
 
 
 @worker_process_init.connect
