@@ -58,12 +58,14 @@ def _labels(cell_ids: list[int]) -> dict[int, str]:
 
 
 def _send(cells: list[tuple[int, str, str]]) -> None:
-    publish([(EXECUTE, [cell_id], exec_queue(provider(name).family), label) for cell_id, name, label in cells])
+    queues = {name: exec_queue(provider(name).family) for name in {name for _, name, _ in cells}}  # per provider once
+    publish([(EXECUTE, [cell_id], queues[name], label) for cell_id, name, label in cells])
 
 
 def release(sweep_id: str) -> int:
-    """Queue pending cells up to each model's window; returns how many were sent."""
-    chosen: list[tuple[int, str, str]] = []
+    """Queue pending cells up to each model's window; returns how many were sent. One transaction per
+    model, its messages sent after its commit: what a release holds in memory is one window, not the
+    sweep (a first release of 100,000 cells over 100 models)."""
     with session_scope() as session:
         status = session.exec(select(Sweep.status).where(Sweep.id == sweep_id)).first()
         if status is None or status == SweepStatus.cancelled:
@@ -75,31 +77,34 @@ def release(sweep_id: str) -> int:
                 .group_by(Cell.model_hash)
             ).all()
         )
-        for model in inputs_for(session, sweep_id).spec.models:
-            room = window_for(model) - busy.get(model.model_hash, 0)
-            if room <= 0:
-                continue
-            ids = list(
-                session.exec(
-                    select(Cell.id)
-                    .where(
-                        Cell.sweep_id == sweep_id,
-                        Cell.model_hash == model.model_hash,
-                        Cell.phase == Phase.pending,
-                    )
-                    .order_by(col(Cell.id))
-                    .limit(room)
-                )
+        rooms = [(model, window_for(model) - busy.get(model.model_hash, 0))
+                 for model in inputs_for(session, sweep_id).spec.models]
+    sent = 0
+    for model, room in rooms:
+        if room > 0:
+            sent += _release_model(sweep_id, model, room)
+    return sent
+
+
+def _release_model(sweep_id: str, model: ModelSpec, room: int) -> int:
+    with session_scope() as session:
+        ids = list(
+            session.exec(
+                select(Cell.id)
+                .where(Cell.sweep_id == sweep_id, Cell.model_hash == model.model_hash, Cell.phase == Phase.pending)
+                .order_by(col(Cell.id))
+                .limit(room)
             )
-            if not ids:
-                continue
-            moved = session.execute(
-                update(Cell)
-                .where(col(Cell.id).in_(ids), col(Cell.phase) == Phase.pending)
-                .values(phase=Phase.queued, updated_at=utcnow())
-                .returning(*_LABEL_COLUMNS)
-            ).all()
-            chosen += [(row[0], model.provider, task_label(*row)) for row in moved]
+        )
+        if not ids:
+            return 0
+        moved = session.execute(
+            update(Cell)
+            .where(col(Cell.id).in_(ids), col(Cell.phase) == Phase.pending)
+            .values(phase=Phase.queued, updated_at=utcnow())
+            .returning(*_LABEL_COLUMNS)
+        ).all()
+        chosen = [(row[0], model.provider, task_label(*row)) for row in moved]
     # Sent after the commit: a worker that receives the id finds the row queued.
     _send(chosen)
     return len(chosen)
