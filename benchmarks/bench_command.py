@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from harness import REPO, afp_env, emit, machine, make_fixtures, sim_process, sweep_span, write_spec
+from versions import add_version_options, interpreters
 
 
 def run_once(python: str, spec: Path, db: str, threads: int) -> dict:
@@ -47,12 +48,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--prompts", type=int, default=1000)
     ap.add_argument("--threads", type=int, default=50)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--python", default=None)
-    ap.add_argument("--out", type=Path, default=None)
+    add_version_options(ap, rounds=3)
     args = ap.parse_args()
     before = machine()
-    pythons = {"this": sys.executable} | ({"other": args.python} if args.python else {})
+    pythons = interpreters(args)
     runs: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="afp-bench-") as tmp:
         work = Path(tmp)

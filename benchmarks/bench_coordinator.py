@@ -21,6 +21,7 @@ import tempfile
 from pathlib import Path
 
 from harness import REPO, distributed_services, emit, machine, make_fixtures, write_spec
+from versions import add_version_options, interpreters
 
 COORDINATOR = """
 import json, resource, sys, time
@@ -53,12 +54,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--fixtures", type=int, default=1000)
     ap.add_argument("--models", default="1,10,100", help="model counts; cells = fixtures x models")
-    ap.add_argument("--rounds", type=int, default=1)
-    ap.add_argument("--python", default=None, help="a second interpreter (another checkout) to compare")
-    ap.add_argument("--out", type=Path, default=None)
+    add_version_options(ap, rounds=1)
     args = ap.parse_args()
     before = machine()
-    pythons = {"this": sys.executable} | ({"other": args.python} if args.python else {})
+    pythons = interpreters(args)
     runs: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="afp-bench-") as tmp:
         work = Path(tmp)
