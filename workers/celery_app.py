@@ -17,6 +17,7 @@ from kombu.exceptions import OperationalError as BrokerError
 from sqlalchemy.orm import configure_mappers
 
 from afpbench.workers.errors import ServiceUnavailable
+from afpbench.workers.message_replay import publish_replayed
 from afpbench.workers.providers.families import EXEC_QUEUES
 from afpbench.workers.settings import get_settings
 from afpbench.workers.store.db import dispose_engines
@@ -33,10 +34,6 @@ RECONCILE = "afpbench.reconcile"
 
 def make_app() -> Celery:
     settings = get_settings()
-    if settings.broker_url.startswith(("redis://", "rediss://")):
-        # Only on Redis: the patch imports kombu's Redis transport and the client (0.3 s of CPU), which
-        # the embedded mode's in-memory broker never needs.
-        _survive_broker_loss()
     app = Celery("afpbench", broker=settings.broker_url, include=["afpbench.workers.tasks"])
     exchange = Exchange("afpbench", type="direct")
     transport_options: dict[str, float] = {
@@ -127,6 +124,7 @@ def _survive_broker_loss() -> None:
     kombu_redis.QoS.ack = ack  # type: ignore[method-assign]  # deliberate monkeypatch
 
 
+_survive_broker_loss()
 app = make_app()
 # Thread-pool workers resolve retries through the default app; without this a retry published to
 # Celery's built-in default broker (amqp://localhost) instead of ours.
@@ -167,8 +165,6 @@ def publish(messages: Sequence[tuple[str, list, str] | tuple[str, list, str, str
     A label becomes the message's `argsrepr`, which Flower shows as the task's arguments: the ids alone
     cannot tell which cell is stuck. It changes nothing the task receives; it must never hold secrets or
     model text (callers build it from sweep id, model label, condition, fixture and repeat)."""
-    from afpbench.workers.message_replay import publish_replayed
-
     with app.producer_or_acquire() as producer, producer.batch(max_size=1000):
         publish_replayed(producer, [(name, args, queue, label[0] if label else None)
                                     for name, args, queue, *label in messages],

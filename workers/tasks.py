@@ -9,8 +9,9 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import sys
 
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from sqlalchemy.exc import InterfaceError, OperationalError
 
 from afpbench.workers.celery_app import AGGREGATE, EXECUTE, RECONCILE, SCORE, app, send
@@ -30,15 +31,9 @@ def _worker_name(task) -> str:
     return f"{task.request.hostname or WORKER_ID}"
 
 
-def database_unavailable() -> tuple[type[Exception], ...]:
-    """The database (or the limiter's Redis) went away: restart, failover, network. The open transaction
-    was rolled back whole, so the task is retried later with backoff and finds in SQL what is left to do.
-    Redis's errors count once its client is loaded (an error of a module never imported cannot be
-    raised); the embedded mode never loads it, and importing it cost 0.3 s of every start."""
-    redis_errors = sys.modules.get("redis.exceptions")
-    if redis_errors is None:
-        return (OperationalError, InterfaceError)
-    return (OperationalError, InterfaceError, redis_errors.ConnectionError, redis_errors.TimeoutError)
+# The database (or the limiter's Redis) went away: restart, failover, network. The open transaction
+# was rolled back whole, so the task is retried later with backoff and finds in SQL what is left to do.
+DATABASE_UNAVAILABLE = (OperationalError, InterfaceError, RedisConnectionError, RedisTimeoutError)
 
 
 def _countdown(delay_s: float) -> float:
@@ -72,7 +67,7 @@ def execute(self, cell_id: int, prepaid: bool = False) -> str:
             return "executed"
         if decision.sweep_open is not True:
             _finish(cell_id, self, decision.sweep_id)
-    except database_unavailable() as exc:
+    except DATABASE_UNAVAILABLE as exc:
         raise _retry_database(self, exc) from exc
     return f"finished: {decision.state}"
 
@@ -84,7 +79,7 @@ def score(self, cell_id: int) -> str:
         if isinstance(outcome, RejudgeLater):
             raise self.retry(countdown=_countdown(outcome.delay_s), max_retries=None)
         _finish(cell_id, self)
-    except database_unavailable() as exc:
+    except DATABASE_UNAVAILABLE as exc:
         raise _retry_database(self, exc) from exc
     return "scored"
 
@@ -100,7 +95,7 @@ def _finish(cell_id: int, task, sweep_id: str | None = None) -> None:
 def aggregate(self, sweep_id: str) -> str:
     try:
         aggregate_sweep(sweep_id)
-    except database_unavailable() as exc:
+    except DATABASE_UNAVAILABLE as exc:
         raise _retry_database(self, exc) from exc
     return "aggregated"
 
