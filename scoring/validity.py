@@ -22,7 +22,8 @@ from afpbench.scoring.derivation import (
     quantise,
     unused_constants,
 )
-from afpbench.scoring.numbers import Figure, figures_in
+from afpbench.scoring.numbers import Figure
+from afpbench.scoring.prompt_figures import figures_in_parts
 from afpbench.scoring.quantities import matches, parse_quantity
 from afpbench.scoring.render import RenderedPrompt, render_user_message, tools_for
 from afpbench.scoring.vocabulary import find_terms, normalise_space
@@ -218,7 +219,7 @@ def _check_visible(fx: Fixture, prompts: dict[str, RenderedPrompt]) -> list[str]
     for condition in sorted(prompts):
         visible = prompts[condition].visible_text()
         text = normalise_space(visible).casefold()
-        figures = figures_in(visible)
+        figures = figures_in_parts(prompts[condition].visible_parts())
         for where, value, kind in literals:
             seen = _shown(value, figures) if kind == "quantity" else _visible(value, text, kind == "figure")
             if not seen:

@@ -17,6 +17,7 @@ from kombu.exceptions import OperationalError as BrokerError
 from sqlalchemy.orm import configure_mappers
 
 from afpbench.workers.errors import ServiceUnavailable
+from afpbench.workers.message_replay import publish_replayed
 from afpbench.workers.providers.families import EXEC_QUEUES
 from afpbench.workers.settings import get_settings, soft_before
 from afpbench.workers.store.db import dispose_engines
@@ -170,26 +171,19 @@ def send(task_name: str, args: list, queue: str, label: str | None = None,
 
 
 def publish(messages: Sequence[Message]) -> None:
-    """Send (task name, args, queue[, label]) messages on one producer, pipelined: on Redis, kombu's publish
-    batch sends up to a thousand LPUSHes per round trip (one connection, no per-message client). A
-    100,000-cell release took about 3 ms a message one by one.
+    """Send (task name, args, queue[, label[, time-limit options]]) messages on one producer, pipelined:
+    on Redis, kombu's publish batch sends up to a thousand LPUSHes per round trip (one connection, no
+    per-message client), and only the first message of each task, queue and options is built by Celery
+    (workers/message_replay.py). A 100,000-cell release took about 3 ms a message one by one.
 
     A label becomes the message's `argsrepr`, which Flower shows as the task's arguments: the ids alone
     cannot tell which cell is stuck. It changes nothing the task receives; it must never hold secrets or
     model text (callers build it from sweep id, model label, condition, fixture and repeat)."""
-    declared: set[str] = set()
     with app.producer_or_acquire() as producer, producer.batch(max_size=1000):
-        for task_name, args, queue, *rest in messages:
-            # The first message to a queue declares it (binds it to the exchange, so a release before any
-            # worker started is not dropped); the rest skip the per-message declare bookkeeping.
-            extra: dict = {} if queue not in declared else {"declare": []}
-            if rest and rest[0]:
-                extra["argsrepr"] = rest[0]
-            limits = rest[1] if len(rest) > 1 else None
-            if isinstance(limits, dict):
-                extra.update(limits)
-            declared.add(queue)
-            app.send_task(task_name, args=args, queue=queue, producer=producer, **extra)
+        publish_replayed(producer, [(name, args, queue, rest[0] if rest else None,
+                                     rest[1] if len(rest) > 1 else None)
+                                    for name, args, queue, *rest in messages],
+                         app.send_task, app.amqp.argsrepr_maxsize)
 
 
 @worker_process_init.connect

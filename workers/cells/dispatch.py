@@ -60,13 +60,15 @@ def _labels(cell_ids: list[int]) -> dict[int, str]:
 
 
 def _send(cells: list[tuple[int, str, str, dict[str, int]]]) -> None:
-    publish([(EXECUTE, [cell_id], exec_queue(provider(name).family), label, limits)
-             for cell_id, name, label, limits in cells])
+    queues = {name: exec_queue(provider(name).family) for name in {cell[1] for cell in cells}}  # per provider once
+    publish([(EXECUTE, [cell_id], queues[name], label, limits) for cell_id, name, label, limits in cells])
 
 
 def release(sweep_id: str) -> int:
-    """Queue pending cells up to each model's window; returns how many were sent."""
-    chosen: list[tuple[int, str, str, dict[str, int]]] = []
+    """Queue pending cells up to each model's window; returns how many were sent. One transaction per
+    model, its messages sent after its commit: what a release holds in memory is one window, not the
+    sweep (a first release of 100,000 cells over 100 models). Each message carries its model's task time
+    limits (derived from its timeout_s and tool rounds, workers/cells/time_limits.py)."""
     settings = get_settings()
     with session_scope() as session:
         status = session.exec(select(Sweep.status).where(Sweep.id == sweep_id)).first()
@@ -80,32 +82,34 @@ def release(sweep_id: str) -> int:
             ).all()
         )
         inputs = inputs_for(session, sweep_id)
-        for model in inputs.spec.models:
-            room = window_for(model) - busy.get(model.model_hash, 0)
-            if room <= 0:
-                continue
-            ids = list(
-                session.exec(
-                    select(Cell.id)
-                    .where(
-                        Cell.sweep_id == sweep_id,
-                        Cell.model_hash == model.model_hash,
-                        Cell.phase == Phase.pending,
-                    )
-                    .order_by(col(Cell.id))
-                    .limit(room)
-                )
+        rooms = [(model, window_for(model) - busy.get(model.model_hash, 0),
+                  sweep_execution_limits(inputs, model, settings).options()) for model in inputs.spec.models]
+    sent = 0
+    for model, room, limits in rooms:
+        if room > 0:
+            sent += _release_model(sweep_id, model, room, limits)
+    return sent
+
+
+def _release_model(sweep_id: str, model: ModelSpec, room: int, limits: dict[str, int]) -> int:
+    with session_scope() as session:
+        ids = list(
+            session.exec(
+                select(Cell.id)
+                .where(Cell.sweep_id == sweep_id, Cell.model_hash == model.model_hash, Cell.phase == Phase.pending)
+                .order_by(col(Cell.id))
+                .limit(room)
             )
-            if not ids:
-                continue
-            moved = session.execute(
-                update(Cell)
-                .where(col(Cell.id).in_(ids), col(Cell.phase) == Phase.pending)
-                .values(phase=Phase.queued, updated_at=utcnow())
-                .returning(*_LABEL_COLUMNS)
-            ).all()
-            limits = sweep_execution_limits(inputs, model, settings).options()  # from its timeout_s
-            chosen += [(row[0], model.provider, task_label(*row), limits) for row in moved]
+        )
+        if not ids:
+            return 0
+        moved = session.execute(
+            update(Cell)
+            .where(col(Cell.id).in_(ids), col(Cell.phase) == Phase.pending)
+            .values(phase=Phase.queued, updated_at=utcnow())
+            .returning(*_LABEL_COLUMNS)
+        ).all()
+        chosen = [(row[0], model.provider, task_label(*row), limits) for row in moved]
     # Sent after the commit: a worker that receives the id finds the row queued.
     _send(chosen)
     return len(chosen)

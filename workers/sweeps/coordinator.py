@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from sqlalchemy import insert
@@ -23,6 +24,7 @@ from afpbench.workers.sweeps.seal import afpbench_version, changed_components, s
 from afpbench.workers.sweeps.spec import SweepSpec
 
 log = logging.getLogger(__name__)
+_INSERT_CHUNK = 5000
 
 
 @dataclass(frozen=True)
@@ -39,26 +41,32 @@ class Plan:
     notices: list[str] = field(default_factory=list)
 
 
-def plan_cells(spec: SweepSpec, inputs: SweepInputs) -> Plan:
-    """fixtures x conditions x models x repeats; high-risk fixtures get at least three repeats."""
-    notices: list[str] = []
+def _repeat_notices(spec: SweepSpec, inputs: SweepInputs) -> list[str]:
     hr_repeats = spec.high_risk_repeat_count()
     high_risk = [fx.id for fx in inputs.fixtures.values() if fx.high_risk]
-    if high_risk and hr_repeats > spec.repeats:
-        asked = (
-            min(spec.high_risk_repeats, spec.repeats) if spec.high_risk_repeats < hr_repeats else spec.repeats
-        )
-        notices.append(
-            f"high-risk fixtures {', '.join(high_risk)}: {hr_repeats} repeats per condition (asked {asked}; "
-            "the protocol requires at least 3 before comparative results publish)"
-        )
-    cells: list[PlannedCell] = []
+    if not (high_risk and hr_repeats > spec.repeats):
+        return []
+    asked = min(spec.high_risk_repeats, spec.repeats) if spec.high_risk_repeats < hr_repeats else spec.repeats
+    return [
+        f"high-risk fixtures {', '.join(high_risk)}: {hr_repeats} repeats per condition (asked {asked}; "
+        "the protocol requires at least 3 before comparative results publish)"
+    ]
+
+
+def planned_cells(spec: SweepSpec, inputs: SweepInputs) -> Iterator[PlannedCell]:
+    """fixtures x conditions x models x repeats, one at a time (a 100k sweep holds no list of them);
+    high-risk fixtures get at least three repeats."""
+    hr_repeats = spec.high_risk_repeat_count()
     for mi, _model in enumerate(spec.models):
         for condition in spec.conditions:
             for fx in inputs.fixtures.values():
                 n = hr_repeats if fx.high_risk else spec.repeats
-                cells.extend(PlannedCell(mi, condition, fx.id, r) for r in range(1, n + 1))
-    return Plan(cells, notices)
+                for r in range(1, n + 1):
+                    yield PlannedCell(mi, condition, fx.id, r)
+
+
+def plan_cells(spec: SweepSpec, inputs: SweepInputs) -> Plan:
+    return Plan(list(planned_cells(spec, inputs)), _repeat_notices(spec, inputs))
 
 
 def validity_reports(inputs: SweepInputs) -> dict[str, dict]:
@@ -78,7 +86,6 @@ def validity_reports(inputs: SweepInputs) -> dict[str, dict]:
 def create_sweep(session: Session, spec: SweepSpec, inputs: SweepInputs | None = None) -> Sweep:
     inputs = inputs or load_inputs(spec)
     components = seal_components(inputs.seal_inputs())
-    plan = plan_cells(spec, inputs)
     validity = validity_reports(inputs)
     sweep = Sweep(
         id=uuid.uuid4().hex[:12],
@@ -88,7 +95,7 @@ def create_sweep(session: Session, spec: SweepSpec, inputs: SweepInputs | None =
         seal_hash=seal_hash(components),
         seal_components=components,
         afpbench_version=afpbench_version(),
-        notices=plan.notices,
+        notices=_repeat_notices(spec, inputs),
         inputs=inputs.to_json(),
         validity=validity,
     )
@@ -103,8 +110,10 @@ def create_sweep(session: Session, spec: SweepSpec, inputs: SweepInputs | None =
         else "validity gate failed: " + "; ".join(f"{f['check']}: {f['detail']}" for f in gate["failures"])
         for fx_id, gate in validity.items()
     }
-    rows = []
-    for pc in plan.cells:
+    # Plain executemany in chunks, rows built as they go: ORM unit-of-work and giant multi-row statements
+    # were the 100k bottleneck, and a list of every row held ~1 KB a cell until the commit.
+    rows: list[dict] = []
+    for pc in planned_cells(spec, inputs):
         label, model_hash, provider = models[pc.model_index]
         fx = inputs.fixtures[pc.fixture_id]
         # A fixture that fails the validity gate is not sent to any model: its cells are INVALID_TEST,
@@ -117,9 +126,11 @@ def create_sweep(session: Session, spec: SweepSpec, inputs: SweepInputs | None =
             "phase": Phase.done if reason else Phase.pending,
             "state": ResultState.INVALID_TEST.value if reason else None, "state_reason": reason,
         })
-    # Plain executemany in chunks: ORM unit-of-work and giant multi-row statements were the 100k bottleneck.
-    for start in range(0, len(rows), 5000):
-        session.execute(insert(Cell), rows[start : start + 5000])
+        if len(rows) == _INSERT_CHUNK:
+            session.execute(insert(Cell), rows)
+            rows = []
+    if rows:
+        session.execute(insert(Cell), rows)
     session.flush()
     return sweep
 

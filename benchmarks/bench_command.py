@@ -1,0 +1,74 @@
+"""Benchmark: the whole `afpbench run` command in embedded mode, start to exit, beside its in-run span.
+
+One 1,000-prompt sweep (benchmark copies of P01, condition A, `--threads 50`) against `afpbench sim
+--plain` in its own process; per run: wall time, CPU seconds of the command's process (user + system,
+from wait4), the span (sweep row -> last result) and wall - span, the fixed cost outside the calls
+(imports, validity gate, seal, cell rows, the worker's start and stop, aggregation, the summary).
+`--python` runs the same under a second interpreter (another checkout), interleaved, so two code versions
+are compared in one sitting; the load average is recorded before each run. SIMULATED answers.
+
+    python benchmarks/bench_command.py [--prompts 1000] [--threads 50] [--rounds 3] [--python OTHER] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from harness import REPO, afp_env, emit, machine, make_fixtures, sim_process, sweep_span, write_spec
+from versions import add_version_options, interpreters
+
+
+def run_once(python: str, spec: Path, db: str, threads: int) -> dict:
+    load = os.getloadavg()[0]
+    started = time.monotonic()
+    proc = subprocess.Popen([python, "-m", "afpbench.api.cli", "run", str(spec), "--threads", str(threads), "--json"],
+                            cwd=REPO, env=afp_env(db), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.monotonic() - started
+    out, err = proc.communicate()
+    if os.waitstatus_to_exitcode(status) not in (0, 3):  # 3: cells excluded for configuration (none here)
+        raise RuntimeError(err[-3000:])
+    sweep_id = json.loads(out)["sweep_id"]
+    span = sweep_span(db, sweep_id)
+    return {"wall_s": round(wall, 2), "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
+            "span_s": round(span["span_s"], 2), "outside_calls_s": round(wall - span["span_s"], 2),
+            "peak_rss_mb": round(usage.ru_maxrss / 1024, 1), "cells_with_result": span["cells_with_result"],
+            "load_1m_before": round(load, 2)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--prompts", type=int, default=1000)
+    ap.add_argument("--threads", type=int, default=50)
+    add_version_options(ap, rounds=3)
+    args = ap.parse_args()
+    before = machine()
+    pythons = interpreters(args)
+    runs: list[dict] = []
+    with tempfile.TemporaryDirectory(prefix="afp-bench-") as tmp:
+        work = Path(tmp)
+        make_fixtures(work / "fixtures", args.prompts)
+        with sim_process(log=work / "sim.log") as sim_url:
+            spec = write_spec(work / "spec.yaml", sim_url, work / "fixtures")
+            for i in range(args.rounds):
+                for name, python in pythons.items():
+                    db = f"sqlite:///{work}/{name}-{i}.db"
+                    runs.append({"code": name, "round": i, **run_once(python, spec, db, args.threads)})
+                    print(runs[-1], file=sys.stderr, flush=True)
+    medians = {name: {k: statistics.median(r[k] for r in runs if r["code"] == name)
+                      for k in ("wall_s", "cpu_s", "span_s", "outside_calls_s", "peak_rss_mb")}
+               for name in pythons}
+    emit("command", {"machine_before": before, "prompts": args.prompts, "threads": args.threads,
+                     "runs": runs, "medians": medians}, args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,52 @@
+"""Benchmark: how long leaving `embedded_worker` takes once a sweep is done (the worker's stop), and its
+start, each `--rounds` times in a fresh process; `--python` also runs another checkout's interpreter,
+interleaved. The stop used to wait for Celery's 2-second drain cycle, once or twice.
+
+    python benchmarks/bench_embedded_stop.py [--threads 50] [--rounds 5] [--python OTHER] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+
+from harness import REPO, emit, machine
+from versions import add_version_options, interpreters
+
+PROBE = """
+import json, sys, time
+from afpbench.workers.embedded import embedded_worker
+t0 = time.monotonic()
+with embedded_worker(int(sys.argv[1])):
+    t1 = time.monotonic()
+    time.sleep(0.5)  # the consumer is in its drain loop, as at the end of a sweep
+    t2 = time.monotonic()
+print(json.dumps({"start_s": t1 - t0, "stop_s": time.monotonic() - t2}))
+"""
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--threads", type=int, default=50)
+    add_version_options(ap, rounds=5)
+    args = ap.parse_args()
+    before = machine()
+    runs = []
+    for _ in range(args.rounds):
+        for name, python in interpreters(args).items():
+            load = os.getloadavg()[0]
+            out = subprocess.run([python, "-c", PROBE, str(args.threads)], cwd=REPO, capture_output=True,
+                                 text=True, check=True, timeout=120).stdout
+            figures = json.loads(out.strip().splitlines()[-1])
+            runs.append({"code": name, **{k: round(v, 3) for k, v in figures.items()}, "load_1m_before": load})
+    medians = {name: {k: statistics.median(r[k] for r in runs if r["code"] == name) for k in ("start_s", "stop_s")}
+               for name in interpreters(args)}
+    emit("embedded_stop", {"machine_before": before, "threads": args.threads, "runs": runs, "medians": medians},
+         args.out)
+
+
+if __name__ == "__main__":
+    main()
