@@ -62,10 +62,11 @@ def make_app() -> Celery:
         task_soft_time_limit=max(1, settings.task_hard_time_limit_s - min(30, settings.task_hard_time_limit_s // 4)),
         broker_transport_options=transport_options,
         broker_connection_retry_on_startup=True,
-        # Task events feed Flower; the embedded mode's in-memory broker has no Flower to feed. No
-        # "task-sent" events: one extra publish per message at release (Flower lists a task from
-        # "received" on; queue depths come from the broker).
-        worker_send_task_events=not settings.embedded,
+        # Task events feed Flower and cost a publish per task state (received, started, succeeded:
+        # three per cell), so a worker sends them only when asked: `afpbench worker --events`, or
+        # Flower's own enable_events broadcast when it starts. No "task-sent" events: one extra publish
+        # per message at release (Flower lists a task from "received" on; queue depths come from the broker).
+        worker_send_task_events=False,
         task_send_sent_event=False,
         worker_hijack_root_logger=False,
         task_serializer="json",
