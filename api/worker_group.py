@@ -42,7 +42,7 @@ class _Child:
         self.started = time.monotonic()
 
 
-def run_group(child_argvs: list[list[str]], poll_s: float = 0.5) -> int:
+def run_group(child_argvs: list[list[str]], poll_s: float = 0.5, failed_at_start_s: float = _FAILED_AT_START_S) -> int:
     """Run one child per argv until SIGINT / SIGTERM, then stop them all; the exit status is the first
     non-zero one among the children (0 when all stopped cleanly)."""
     children = [_Child(argv) for argv in child_argvs]
@@ -63,7 +63,7 @@ def run_group(child_argvs: list[list[str]], poll_s: float = 0.5) -> int:
                 status = child.proc.poll()
                 if status is None or stopping:
                     continue
-                if status != 0 and time.monotonic() - child.started < _FAILED_AT_START_S:
+                if status != 0 and time.monotonic() - child.started < failed_at_start_s:
                     print(f"afpbench worker: a worker process exited with status {status} at start; "
                           "stopping the others", file=sys.stderr)
                     _stop(signal.SIGTERM, None)
