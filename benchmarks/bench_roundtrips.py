@@ -7,14 +7,16 @@ A sweep of --cells judge-less cells is written to a throwaway PostgreSQL databas
 other through the worker's own service (`execute_cell`, what the execute task calls), with libpq's
 protocol trace on each pooled connection. A round trip is one ReadyForQuery from the server (it ends
 every simple query and every Sync of the extended protocol, BEGIN and COMMIT included); statements are
-counted with SQLAlchemy's before_cursor_execute. The figures are per cell, with the process's CPU time
-per cell. Every answer comes from `afpbench sim --plain`: SIMULATED.
+counted with SQLAlchemy's before_cursor_execute, also per cell for the cells whose call did not run
+the release top-up (at most once a second per process: its share of the average depends on how fast
+the cells go). The process's CPU time per cell is given too. Every answer comes from `afpbench sim --plain`: SIMULATED.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -29,6 +31,7 @@ def count_cells(database_url: str, sweep_id: str, trace: Path) -> dict:
     sys.path.insert(0, str(REPO))
     from sqlalchemy import event, text
 
+    from afpbench.workers.cells import dispatch
     from afpbench.workers.cells.execution import Finished, execute_cell
     from afpbench.workers.store.db import for_worker_process, get_engine
 
@@ -55,7 +58,12 @@ def count_cells(database_url: str, sweep_id: str, trace: Path) -> dict:
     engine.dispose()  # from here on every connection is a traced one
     statements["n"] = statements["connections"] = 0
     cpu, wall = time.process_time(), time.monotonic()
-    finished = sum(isinstance(execute_cell(cell_id, "roundtrips@bench"), Finished) for cell_id in ids)
+    finished, plain = 0, []  # plain: statements of the cells whose task did not also run the release
+    for cell_id in ids:
+        before, released = statements["n"], dict(dispatch._last_top_up)
+        finished += isinstance(execute_cell(cell_id, "roundtrips@bench"), Finished)
+        if dispatch._last_top_up == released:
+            plain.append(statements["n"] - before)
     cpu, wall = time.process_time() - cpu, time.monotonic() - wall
     engine.dispose()
     sink.close()
@@ -64,6 +72,8 @@ def count_cells(database_url: str, sweep_id: str, trace: Path) -> dict:
     begins = sum(1 for line in lines if line.startswith("F\t") and '"BEGIN' in line)
     return {"cells": len(ids), "finished": finished, "round_trips_per_cell": round(ready / len(ids), 2),
             "statements_per_cell": round(statements["n"] / len(ids), 2),
+            # The release top-up runs at most once a second per process, so its share depends on speed.
+            "statements_per_cell_without_release": statistics.median(plain) if plain else None,
             "begin_per_cell": round(begins / len(ids), 2), "new_connections": statements["connections"],
             "cpu_ms_per_cell_this_process": round(1000 * cpu / len(ids), 2),
             "wall_ms_per_cell": round(1000 * wall / len(ids), 2)}

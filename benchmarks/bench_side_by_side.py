@@ -40,6 +40,8 @@ from pathlib import Path
 import yaml
 from harness import (
     AFPBENCH,
+    INSPECT_VENV,
+    PROMPTFOO_DIR,
     REPO,
     CpuSampler,
     afp_env,
@@ -57,8 +59,7 @@ from harness import (
 )
 
 HERE = Path(__file__).resolve().parent
-INSPECT_VENV = Path(os.environ.get("AFP_BENCH_VENV", HERE / ".inspect-venv"))
-PROMPTFOO = HERE / "promptfoo" / "node_modules" / ".bin" / "promptfoo"
+PROMPTFOO = PROMPTFOO_DIR / "node_modules" / ".bin" / "promptfoo"
 
 
 def _children_cpu_s() -> float:
@@ -81,7 +82,7 @@ def promptfoo_config(path: Path, prompts: Path, mock_url: str) -> Path:
              for line in prompts.read_text().splitlines() if line.strip()]
     path.write_text(yaml.safe_dump({
         "description": "afpbench side-by-side benchmark (SIMULATED answers)",
-        "prompts": [f"file://{HERE / 'promptfoo' / 'prompt.js'}"],
+        "prompts": [f"file://{PROMPTFOO_DIR / 'prompt.js'}"],
         "providers": [{"id": "openai:chat:sim-plain", "config": {"apiBaseUrl": mock_url,
                                                                "apiKey": "dummy-key-not-secret"}}],
         "tests": tests,

@@ -26,6 +26,9 @@ AFPBENCH = [sys.executable, "-m", "afpbench.api.cli"]
 REDIS_URL = os.environ.get("AFP_BENCH_REDIS", "redis://127.0.0.1:6379/13")
 PG_ADMIN = os.environ.get("AFP_BENCH_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres")
 PILOT = REPO / "fixtures" / "pilot" / "P01.yaml"
+# The comparison harnesses' installs (benchmarks/run_all.py --setup), outside the project's environment.
+INSPECT_VENV = Path(os.environ.get("AFP_BENCH_VENV", REPO / "benchmarks" / ".inspect-venv"))
+PROMPTFOO_DIR = REPO / "benchmarks" / "promptfoo"
 
 
 def machine() -> dict:
