@@ -195,14 +195,22 @@ def main() -> None:
                         print(f"latency {latency:g} ms, round {rnd + 1}, {name}: "
                               f"{json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in r.items()})}",
                               flush=True)
-            row = {h: {**_summary(rs, args.prompts, latency, c), "runs": rs} for h, rs in runs.items()}
-            if "embedded" in row and "distributed" in row:
-                emb, dist = row["embedded"], row["distributed"]
-                row["distributed_vs_embedded_throughput_wall"] = round(emb["wall_s"] / dist["wall_s"], 3)
-                if emb["span_s"] and dist["span_s"]:
-                    row["distributed_vs_embedded_throughput_span"] = round(emb["span_s"] / dist["span_s"], 3)
-            figures["by_latency"][f"{latency:g}ms"] = row
-    emit("side_by_side", figures, args.out)
+                        figures["by_latency"][f"{latency:g}ms"] = _row(runs, args.prompts, latency, c)
+                        if args.out:  # so far, after every run: a long sitting cut short keeps its figures
+                            args.out.mkdir(parents=True, exist_ok=True)
+                            (args.out / "side_by_side.json").write_text(
+                                json.dumps({**figures, "complete": False}, indent=2))
+    emit("side_by_side", {**figures, "complete": True}, args.out)
+
+
+def _row(runs: dict[str, list[dict]], prompts: int, latency: float, concurrency: int) -> dict:
+    row: dict = {h: {**_summary(rs, prompts, latency, concurrency), "runs": rs} for h, rs in runs.items() if rs}
+    if "embedded" in row and "distributed" in row:
+        emb, dist = row["embedded"], row["distributed"]
+        row["distributed_vs_embedded_throughput_wall"] = round(emb["wall_s"] / dist["wall_s"], 3)
+        if emb["span_s"] and dist["span_s"]:
+            row["distributed_vs_embedded_throughput_span"] = round(emb["span_s"] / dist["span_s"], 3)
+    return row
 
 
 if __name__ == "__main__":
