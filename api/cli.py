@@ -172,13 +172,14 @@ def worker(
         # Task events are one publish per task state, several per cell, and only Flower reads them.
         *(["-E"] if events else []),
     ]
-    from afpbench.workers.store.db import for_worker_process
+    from afpbench.workers.store.db import dispose_engines, for_worker_process
 
     check_broker()
     for_worker_process(concurrency)  # raises ServiceUnavailable / SchemaBehind: one line, exit 2
     if processes > 1:
         from afpbench.api.worker_group import node_names, run_group
 
+        dispose_engines()  # the children check and connect for themselves; the parent holds no connection
         me = [sys.executable, "-m", "afpbench.api.cli", "worker", f"--queues={','.join(wanted)}",
               f"--concurrency={concurrency}", f"--pool={pool}", f"--loglevel={loglevel}",
               *(["--events"] if events else [])]
