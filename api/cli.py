@@ -170,10 +170,13 @@ def worker(
     hostname: str | None = typer.Option(None, help="node name, e.g. w1@%h"),
     loglevel: str = typer.Option("INFO"),
     beat: bool = typer.Option(False, help="also run the periodic reconciler (one worker only)"),
+    processes: int = typer.Option(1, min=1, help="worker processes, each with its own pool of --concurrency"),
+    events: bool = typer.Option(False, help="send task events from the start (Flower turns them on by itself)"),
 ) -> None:
     """Run a Celery worker for the configured broker (AFP_BROKER_URL). It refuses to start unless the
     broker and the database answer and the schema is current: a worker that cannot record a result
-    would take messages only to retry them."""
+    would take messages only to retry them. --processes N starts N such workers (names
+    <name>-1@host ... <name>-N@host), one per core: one process's threads share one GIL."""
     from afpbench.workers.celery_app import QUEUES, check_broker
     from afpbench.workers.celery_app import app as celery_app
     from afpbench.workers.settings import get_settings
@@ -195,16 +198,26 @@ def worker(
         f"--pool={pool}",
         f"--loglevel={loglevel}",
         "--without-gossip",
-        "-E",
+        # Task events are one publish per task state, several per cell, and only Flower reads them.
+        *(["-E"] if events else []),
     ]
+    from afpbench.workers.store.db import dispose_engines, for_worker_process
+
+    check_broker()
+    for_worker_process(concurrency)  # raises ServiceUnavailable / SchemaBehind: one line, exit 2
+    if processes > 1:
+        from afpbench.api.worker_group import node_names, run_group
+
+        dispose_engines()  # the children check and connect for themselves; the parent holds no connection
+        me = [sys.executable, "-m", "afpbench.api.cli", "worker", f"--queues={','.join(wanted)}",
+              f"--concurrency={concurrency}", f"--pool={pool}", f"--loglevel={loglevel}",
+              *(["--events"] if events else [])]
+        raise typer.Exit(run_group([[*me, f"--hostname={name}", *(["--beat"] if beat and i == 0 else [])]
+                                    for i, name in enumerate(node_names(hostname, processes))]))
     if hostname:
         argv.append(f"--hostname={hostname}")
     if beat:
         argv.append("--beat")
-    from afpbench.workers.store.db import for_worker_process
-
-    check_broker()
-    for_worker_process()  # raises ServiceUnavailable / SchemaBehind: one line, exit 2
     celery_app.worker_main(argv)
 
 

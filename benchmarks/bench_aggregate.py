@@ -1,6 +1,6 @@
 """Benchmark: aggregate a sweep of 100,000 synthetic cells (SQLite, and PostgreSQL when reachable).
 
-    /work/venv/bin/python benchmarks/bench_aggregate.py [--cells 100000] [--backend sqlite|postgres|both]
+    .venv/bin/python benchmarks/bench_aggregate.py [--cells 100000] [--backend sqlite|postgres|both]
 
 Builds the rows with bulk inserts (cells, one result per finished cell, one attempt per cell plus a
 retry for some), then times `aggregate_sweep` in a fresh child process so its peak RSS is its own

@@ -2,7 +2,7 @@
 prompts run on W `afpbench worker` processes (Redis DB 13 + a throwaway PostgreSQL database) whose
 global limiter is configured with the same R and B.
 
-    /work/venv/bin/python benchmarks/bench_limiter.py [--n 600] [--rate 600] [--burst 50] [--workers 4]
+    .venv/bin/python benchmarks/bench_limiter.py [--n 600] [--rate 600] [--burst 50] [--workers 4]
         [--concurrency 8] [--out DIR]
 
 Figures: makespan (first to last 200 from the sim, and sweep row -> last result) against the ideal

@@ -3,7 +3,7 @@ row) and enqueue (one message per released cell, to Redis DB 13), timed in a coo
 its own so its peak RSS is its own; then one worker drains messages for a while and its peak RSS is
 read at intervals (flat memory = the same peak late as early).
 
-    /work/venv/bin/python benchmarks/bench_scale.py [--fixtures 1000] [--models 100] [--conditions A]
+    .venv/bin/python benchmarks/bench_scale.py [--fixtures 1000] [--models 100] [--conditions A]
         [--repeats 1] [--worker-seconds 60] [--out DIR]
 
 Default shape: 1,000 fixtures x 100 simulated models x condition A = 100,000 cells. Release is

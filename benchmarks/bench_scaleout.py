@@ -4,7 +4,7 @@ database per run. Latency-bound means the ideal rate (workers x 8 / 1 s = 32 pro
 needs well under the machine's two cores; at 200 ms the 4-worker ideal (160/s) would measure CPU
 sharing on 2 cores, not scale-out. Real providers answer in one to tens of seconds.
 
-    /work/venv/bin/python benchmarks/bench_scaleout.py [--n 640] [--latency-ms 1000] [--concurrency 8]
+    .venv/bin/python benchmarks/bench_scaleout.py [--n 640] [--latency-ms 1000] [--concurrency 8]
         [--counts 1,2,4] [--out DIR]
 
 Figures per worker count: sweep span (sweep row -> last result), prompts/s, share of the ideal

@@ -1,10 +1,10 @@
 """Benchmark 1: afpbench beside Inspect AI on the same 1,000 prompts against the same local sim.
 
-    /work/venv/bin/python benchmarks/bench_throughput.py [--prompts 1000] [--concurrency 50]
+    .venv/bin/python benchmarks/bench_throughput.py [--prompts 1000] [--concurrency 50]
         [--latencies 0,200] [--modes inspect,embedded,distributed] [--out benchmarks/results]
 
 Per latency one `afpbench sim --plain` process serves all three runs (stats reset between them):
-Inspect AI (`inspect eval benchmarks/inspect_task.py`, /work/bench-venv), afpbench embedded
+Inspect AI (`inspect eval benchmarks/inspect_task.py`, benchmarks/.inspect-venv), afpbench embedded
 (`afpbench run SPEC --threads N`, SQLite) and afpbench distributed (one `afpbench worker
 --concurrency N`, Redis DB 13 + a throwaway PostgreSQL database). The afpbench side stores every raw
 output and scores deterministically (judges: [], so cells end GRADER_DISPUTE). Figures: wall seconds of
@@ -25,6 +25,7 @@ from pathlib import Path
 
 from harness import (
     AFPBENCH,
+    INSPECT_VENV,
     REPO,
     afp_env,
     distributed_services,
@@ -41,7 +42,6 @@ from harness import (
     write_spec,
 )
 
-BENCH_VENV = Path(os.environ.get("AFP_BENCH_VENV", "/work/bench-venv"))
 READ_SPAN = """
 import sys, json
 from inspect_ai.log import read_eval_log
@@ -64,7 +64,7 @@ def run_inspect(sim_url: str, prompts: Path, concurrency: int, work: Path) -> di
     env = {**os.environ, "OPENAI_BASE_URL": sim_url, "OPENAI_API_KEY": "dummy-key-not-secret",
            "AFP_BENCH_PROMPTS": str(prompts), "INSPECT_LOG_DIR": str(log_dir)}
     # The task path is relative (cwd benchmarks/): Inspect refuses absolute ones.
-    args = [str(BENCH_VENV / "bin" / "inspect"), "eval", "inspect_task.py",
+    args = [str(INSPECT_VENV / "bin" / "inspect"), "eval", "inspect_task.py",
             "--model", "openai/sim-plain", "-M", "responses_api=false",  # the sim serves Chat Completions
             f"--max-connections={concurrency}", f"--max-samples={concurrency}",
             "--display=none", f"--log-dir={log_dir}"]
@@ -75,7 +75,7 @@ def run_inspect(sim_url: str, prompts: Path, concurrency: int, work: Path) -> di
     if proc.returncode != 0:
         raise RuntimeError(f"inspect eval failed:\n{proc.stderr[-3000:]}")
     log = max(log_dir.glob("*.eval"), key=lambda p: p.stat().st_mtime)
-    info = json.loads(subprocess.run([str(BENCH_VENV / "bin" / "python"), "-c", READ_SPAN, str(log)],
+    info = json.loads(subprocess.run([str(INSPECT_VENV / "bin" / "python"), "-c", READ_SPAN, str(log)],
                                      capture_output=True, text=True, check=True).stdout)
     if info["status"] != "success":
         raise RuntimeError(f"inspect eval ended {info['status']}: see {log}")

@@ -26,6 +26,9 @@ AFPBENCH = [sys.executable, "-m", "afpbench.api.cli"]
 REDIS_URL = os.environ.get("AFP_BENCH_REDIS", "redis://127.0.0.1:6379/13")
 PG_ADMIN = os.environ.get("AFP_BENCH_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres")
 PILOT = REPO / "fixtures" / "pilot" / "P01.yaml"
+# The comparison harnesses' installs (benchmarks/run_all.py --setup), outside the project's environment.
+INSPECT_VENV = Path(os.environ.get("AFP_BENCH_VENV", REPO / "benchmarks" / ".inspect-venv"))
+PROMPTFOO_DIR = REPO / "benchmarks" / "promptfoo"
 
 
 def machine() -> dict:
@@ -270,3 +273,98 @@ def sweep_span(database_url: str, sweep_id: str) -> dict:
         created, last = datetime.fromisoformat(created), datetime.fromisoformat(last)
     return {"span_s": (last - created).total_seconds(), "attempts": attempts, "http_429": limited,
             "cells_with_result": results}
+
+
+@contextmanager
+def mock_process(latency_ms: float = 0):
+    """benchmarks/mock_openai.py in its own process; yields (its /v1 URL, its pid)."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, str(REPO / "benchmarks" / "mock_openai.py"), f"--port={port}",
+                             f"--latency-ms={latency_ms}"], cwd=REPO, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/v1/models", timeout=1).read()
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError("the mock server did not start") from None
+                time.sleep(0.2)
+        yield f"{url}/v1", proc.pid
+    finally:
+        stop(proc)
+
+
+def mock_stats(mock_url: str) -> dict:
+    return json.loads(urllib.request.urlopen(mock_url.removesuffix("/v1") + "/_mock/stats", timeout=5).read())
+
+
+def mock_reset(mock_url: str) -> None:
+    req = urllib.request.Request(mock_url.removesuffix("/v1") + "/_mock/reset", data=b"{}", method="POST")
+    urllib.request.urlopen(req, timeout=5).read()
+
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def pid_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a live process, all its threads (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+class CpuSampler:
+    """CPU seconds the PostgreSQL backends of one database and the Redis server spend while it runs,
+    sampled from /proc every 0.2 s (a backend is recognised by the database name in its title; one
+    that starts and ends between two samples is missed). Redis is one server for every user of the
+    machine, so its figure is an upper bound."""
+
+    def __init__(self, db_name: str, every_s: float = 0.2):
+        self.db_name, self.every_s = db_name, every_s
+        self.postgres_s = self.redis_s = 0.0
+        self._first: dict[int, float] = {}
+        self._last: dict[int, tuple[str, float]] = {}
+        self._stop = False
+
+    def _sample(self) -> None:
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                title = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                kind = ("postgres" if title.startswith("postgres:") and f" {self.db_name} " in title
+                        else "redis" if title.startswith("redis-server") else None)
+                if kind:
+                    self._last[int(entry.name)] = (kind, pid_cpu_s(int(entry.name)))
+            except OSError:
+                continue
+
+    def __enter__(self) -> CpuSampler:
+        import threading
+
+        self._sample()
+        # Backends alive at the start count from there; later ones from their start (0 s).
+        self._first = {pid: cpu for pid, (_kind, cpu) in self._last.items()}
+
+        def loop() -> None:
+            while not self._stop:
+                time.sleep(self.every_s)
+                self._sample()
+
+        self._thread = threading.Thread(target=loop, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop = True
+        self._thread.join()
+        self._sample()
+        for pid, (kind, cpu) in self._last.items():
+            spent = cpu - self._first.get(pid, 0.0)
+            if kind == "postgres":
+                self.postgres_s += spent
+            else:
+                self.redis_s += spent

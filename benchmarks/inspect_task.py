@@ -1,10 +1,10 @@
 """The Inspect AI side of benchmarks/bench_throughput.py: the same prompts afpbench sends (condition A,
 rendered by scoring/render.py into a JSON-lines file named by AFP_BENCH_PROMPTS), one generate() each,
-a trivial scorer. Runs in /work/bench-venv (benchmarks/requirements.txt), never in the project's venv:
+a trivial scorer. Runs in benchmarks/.inspect-venv (benchmarks/requirements.txt), never in the project's venv:
 
     AFP_BENCH_PROMPTS=/tmp/prompts.jsonl OPENAI_BASE_URL=http://127.0.0.1:PORT/v1 OPENAI_API_KEY=dummy \
-      /work/bench-venv/bin/inspect eval benchmarks/inspect_task.py --model openai/sim-plain -M responses_api=false \
-      --max-connections 50 --display none
+      benchmarks/.inspect-venv/bin/inspect eval benchmarks/inspect_task.py --model openai/sim-plain \
+      -M responses_api=false --max-connections 50 --display none
 
 The model is afpbench's simulator in plain mode: every answer is SIMULATED.
 """

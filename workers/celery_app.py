@@ -63,10 +63,11 @@ def make_app() -> Celery:
         task_soft_time_limit=soft_before(settings.task_hard_time_limit_s),
         broker_transport_options=transport_options,
         broker_connection_retry_on_startup=True,
-        # Task events feed Flower; the embedded mode's in-memory broker has no Flower to feed. No
-        # "task-sent" events: one extra publish per message at release (Flower lists a task from
-        # "received" on; queue depths come from the broker).
-        worker_send_task_events=not settings.embedded,
+        # Task events feed Flower and cost a publish per task state (received, started, succeeded:
+        # three per cell), so a worker sends them only when asked: `afpbench worker --events`, or
+        # Flower's own enable_events broadcast when it starts. No "task-sent" events: one extra publish
+        # per message at release (Flower lists a task from "received" on; queue depths come from the broker).
+        worker_send_task_events=False,
         task_send_sent_event=False,
         worker_hijack_root_logger=False,
         task_serializer="json",
@@ -126,6 +127,28 @@ def _survive_broker_loss() -> None:
 
     kombu_redis.QoS.ack = tolerant(kombu_redis.QoS.ack, "ack")  # type: ignore[method-assign]
     kombu_redis.QoS.reject = tolerant(kombu_redis.QoS.reject, "reject")  # type: ignore[method-assign]
+    _reuse_redis_client(kombu_redis)
+
+
+def _reuse_redis_client(kombu_redis) -> None:
+    """kombu builds a new redis-py client object for each ack, each unacked-index update and each
+    publish outside a producer (Channel.conn_or_acquire): about 0.1 ms of Python per object (its
+    response-callback table), several per task, 4 % of a busy worker's CPU. A client is thread-safe for
+    commands and pipelines (each takes a connection from the channel's pool), so each channel keeps
+    one, built again if the channel's pool was replaced (after a reconnect)."""
+    from contextlib import contextmanager
+
+    @contextmanager
+    def conn_or_acquire(self, client=None):
+        if client:
+            yield client
+            return
+        cached = self.__dict__.get("_afpbench_client")
+        if cached is None or cached.connection_pool is not self.pool:
+            cached = self.__dict__["_afpbench_client"] = self._create_client()
+        yield cached
+
+    kombu_redis.Channel.conn_or_acquire = conn_or_acquire  # type: ignore[method-assign]  # deliberate monkeypatch
 
 
 _survive_broker_loss()

@@ -56,3 +56,45 @@ def test_demo_sweep_on_redis_and_postgres_with_two_workers(postgres_url, fresh_r
     assert len(claims) == 1 and claims[0][1], claims
     expected_worker_runs = 0 if claims[0][0] == "runner" else 1
     assert len(aggregate_runs) == expected_worker_runs, aggregate_runs
+
+
+def test_one_worker_command_with_two_processes_runs_the_sweep_and_stops_both(postgres_url, fresh_redis, tmp_path):
+    """`afpbench worker --processes 2`: two named workers from one command share the sweep; SIGTERM to
+    the command stops both (warm) and the command exits 0."""
+    import os
+    import signal
+
+    with SimServer(SimConfig(faults=FaultConfig())).start() as sim:
+        env = service_env(postgres_url, fresh_redis, AFP_SIM_URL=sim.base_url)
+        subprocess.run([sys.executable, "-m", "afpbench.api.cli", "db", "upgrade"], cwd=REPO, env=env,
+                       check=True, capture_output=True, timeout=120)
+        log = open(tmp_path / "pair.log", "w")  # noqa: SIM115 - closed below
+        group = subprocess.Popen(
+            [sys.executable, "-m", "afpbench.api.cli", "worker", "--processes=2", "--concurrency=4",
+             "--hostname=pair@%h", "--loglevel=INFO"],
+            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        try:
+            proc = subprocess.run([sys.executable, "-m", "afpbench.api.cli", "run", "--json"], cwd=REPO, env=env,
+                                  capture_output=True, text=True, timeout=300)
+        finally:
+            group.send_signal(signal.SIGTERM)
+            try:
+                status = group.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(group.pid, signal.SIGKILL)
+                raise
+            log.close()
+    output = (tmp_path / "pair.log").read_text()
+    assert proc.returncode == 0, proc.stderr + output
+    assert status == 0, output
+    summary = json.loads(proc.stdout)
+    assert summary["cells"] == 56 and summary["done"] == 56 and summary["attempts"] == 56
+    engine = create_engine(postgres_url)
+    with engine.connect() as conn:
+        nodes = {row[0] for row in conn.execute(text("select distinct split_part(worker, '@', 1) from attempt"))}
+    engine.dispose()
+    assert nodes <= {"pair-1", "pair-2"} and nodes, nodes
+    assert "pair-1@" in output and "pair-2@" in output, "both processes started under their own names"
+    assert subprocess.run(["pgrep", "-f", "hostname=pair-"], capture_output=True).stdout == b"", \
+        "no worker process outlived the command"

@@ -21,7 +21,7 @@ from sqlmodel import SQLModel
 
 from afpbench.scoring.states import ResultState
 from afpbench.workers.settings import get_settings
-from afpbench.workers.store.db import transaction
+from afpbench.workers.store.db import autocommit
 from afpbench.workers.store.models import Attempt, Cell, Phase, Result, Sweep, cell_key, utcnow
 from afpbench.workers.sweeps.inputs import SweepInputs, inputs_for, validity_for
 
@@ -185,8 +185,9 @@ def _exhaust(conn: Connection, cell_id: int, max_attempts: int, now: datetime) -
 
 
 def load_cell(cell_id: int) -> tuple[CellRow, SweepInputs, dict] | None:
-    """The cell, its sweep's status, inputs and validity reports: one statement when the caches are warm."""
-    with transaction() as conn:
+    """The cell, its sweep's status, inputs and validity reports: one statement when the caches are warm
+    (autocommit: a read needs no transaction of its own)."""
+    with autocommit() as conn:
         row = conn.execute(LOAD, {"b_cell": cell_id}).first()
         if row is None:
             return None

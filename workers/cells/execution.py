@@ -273,7 +273,9 @@ def _commit(
                 stop_model(conn, cell, cell_values["state_reason"])
         if isinstance(decision, Finished):
             # After the commit, on the same connection: does the sweep still have an open cell? Only a
-            # task that sees none goes on to claim the aggregate (claim_aggregate checks again).
+            # task that sees none goes on to claim the aggregate (claim_aggregate checks again). In
+            # autocommit: one statement, no transaction (no BEGIN and ROLLBACK round trips).
+            conn.execution_options(isolation_level="AUTOCOMMIT")
             decision = replace(decision, sweep_open=any_open(conn, cell.sweep_id))
     return decision
 

@@ -25,18 +25,24 @@ from afpbench.workers.store.migrate import ensure_schema
 _engines: dict[str, Engine] = {}
 _lock = threading.Lock()
 _pre_ping = True
+_pool_size = 10
 
 
-def for_worker_process() -> None:
+def for_worker_process(threads: int = 10) -> None:
     """In a worker: no liveness ping before every checkout (a round trip per transaction, three or four
     per cell). Tasks already retry any database error with backoff, and the first error after a server
     restart invalidates the whole pool, so one task per process pays for a restart instead of every
     transaction paying for the ping. Commands and the HTTP API keep the ping. The engine is built here,
     so the schema check and its imports happen before the first task, not inside it; a database that
     does not answer, or whose schema is behind, stops the worker before it consumes a message (every
-    message it took would only be retried until someone noticed)."""
-    global _pre_ping
+    message it took would only be retried until someone noticed).
+
+    The pool keeps a connection for each of the worker's `threads`: a connection beyond the pool's size
+    is closed when it is checked in, so 50 threads on a pool of 10 opened a new PostgreSQL connection
+    (a server process) for most transactions."""
+    global _pre_ping, _pool_size
     _pre_ping = False
+    _pool_size = max(10, threads)
     dispose_engines()
     check_database()
 
@@ -135,7 +141,7 @@ def get_engine(url: str | None = None) -> Engine:
             event.listen(engine, "connect", _sqlite_pragmas)
             _serialise_sqlite_writers(engine)
         else:
-            engine = create_engine(url, pool_pre_ping=_pre_ping, pool_size=10, max_overflow=60)
+            engine = create_engine(url, pool_pre_ping=_pre_ping, pool_size=_pool_size, max_overflow=60)
         # The schema comes from the migrations (store/migrations/), never from create_all: SQLite and a
         # fresh PostgreSQL are brought to head here; a database behind the code raises SchemaBehind.
         try:
@@ -161,6 +167,14 @@ def transaction(url: str | None = None) -> Iterator[Connection]:
     path: statements on tables, no ORM unit of work, no identity map."""
     with get_engine(url).begin() as connection:
         yield connection
+
+
+@contextmanager
+def autocommit(url: str | None = None) -> Iterator[Connection]:
+    """A Core connection in autocommit, for the hot path's single-statement reads: each statement is its
+    own transaction, so PostgreSQL gets no BEGIN and no COMMIT (one round trip instead of three)."""
+    with get_engine(url).connect() as connection:
+        yield connection.execution_options(isolation_level="AUTOCOMMIT")
 
 
 @contextmanager
