@@ -203,10 +203,15 @@ def publish(messages: Sequence[Message]) -> None:
     cannot tell which cell is stuck. It changes nothing the task receives; it must never hold secrets or
     model text (callers build it from sweep id, model label, condition, fixture and repeat)."""
     with app.producer_or_acquire() as producer, producer.batch(max_size=1000):
-        publish_replayed(producer, [(name, args, queue, rest[0] if rest else None,
-                                     rest[1] if len(rest) > 1 else None)
-                                    for name, args, queue, *rest in messages],
-                         app.send_task, app.amqp.argsrepr_maxsize)
+        publish_replayed(producer, [_full(message) for message in messages], app.send_task,
+                         app.amqp.argsrepr_maxsize)
+
+
+def _full(message: Message) -> tuple[str, list, str, str | None, dict[str, int] | None]:
+    """A message with its optional label and time-limit options spelt out (None where not given)."""
+    label = message[3] if len(message) > 3 else None
+    limits = message[4] if len(message) > 4 else None  # type: ignore[misc]  # a 5-tuple here
+    return message[0], message[1], message[2], label, limits
 
 
 @worker_process_init.connect

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, cast
 
 import scipy.stats  # noqa: F401  (the statistics import it on use; a server loads it up front, see below)
 from fastapi import APIRouter, HTTPException, Query, Request, Response, status
 from sqlalchemy import func
-from sqlalchemy.orm import load_only
+from sqlalchemy.orm import QueryableAttribute, load_only
 from sqlmodel import col, select
 
 from afpbench.api.http.deps import Authorized, Limit, Offset, SessionDep, not_found, unprocessable
@@ -52,7 +52,7 @@ REPORT_MEDIA = {
 
 
 # A listing reads the summary columns only: a sweep's spec and inputs hold every fixture text.
-_SUMMARY_ONLY = load_only(*(col(getattr(Sweep, c)) for c in
+_SUMMARY_ONLY = load_only(*(cast(QueryableAttribute, getattr(Sweep, c)) for c in
                             ("id", "name", "status", "simulated", "seal_hash", "created_at", "finished_at")))
 
 
