@@ -47,6 +47,7 @@ from afpbench.workers.results.summary import (
     comparison,
     labelled,
 )
+from afpbench.workers.results.written_calls import written_tool_call_cells
 from afpbench.workers.store.db import session_scope
 from afpbench.workers.store.models import Aggregate, Attempt, Cell, Phase, Result, Sweep, SweepStatus, utcnow
 from afpbench.workers.sweeps.spec import HIGH_RISK_MIN_REPEATS, ModelSpec, parse_spec
@@ -162,6 +163,7 @@ def _compute(session: Session, sweep: Sweep, interim: bool | None) -> SweepSumma
         comparisons=_comparisons(session, sweep.id, conditions, labels, high_risk.ready),
         exclusion_balance=exclusion_balance(outcome_counts(states), labels, COMPARISONS),
         human_decisions=human_decisions(session, sweep.id),
+        written_tool_calls=written_tool_call_cells(session, sweep.id),
     )
 
 
