@@ -17,7 +17,17 @@ from contextlib import ExitStack
 import typer
 from rich.console import Console
 
-from afpbench.api import cli_db, cli_fixtures, cli_loop, cli_report, cli_results, cli_scoring, cli_serve, cli_view
+from afpbench.api import (
+    cli_db,
+    cli_fixtures,
+    cli_localmodel,
+    cli_loop,
+    cli_report,
+    cli_results,
+    cli_scoring,
+    cli_serve,
+    cli_view,
+)
 from afpbench.api.display import progress_bar, summary_json, summary_table
 
 app = typer.Typer(
@@ -46,6 +56,7 @@ cli_report.register(app)
 cli_serve.register(app)
 cli_view.register(app)
 cli_db.register(app)
+cli_localmodel.register(app)
 console = Console(stderr=True)
 
 
