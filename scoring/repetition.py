@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-MAX_UNIT_CHARS = 300
+MAX_UNIT_CHARS = 1500  # a loop of whole sections (a heading list repeated) is this long
 MIN_REPEATS = 3
 MIN_LOOP_CHARS = 60  # shorter runs (a row of dashes, "..." ) are formatting, not a loop
 
