@@ -16,47 +16,15 @@ Rules checked:
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import yaml
 
 from tests.conftest import REPO
 from tests.e2e.test_cli_errors import afpbench
 from tests.e2e.test_fixtures_check import judgement
-from tests.e2e.test_scoring_pipeline import rows
+from tests.e2e.test_scoring_pipeline import completion_body, replaying_server, rows
 
 RECORDED = REPO / "tests" / "data" / "realmodel"
-
-
-def replaying_server(bodies):
-    """An OpenAI-compatible server answering POST /chat/completions with `bodies(request) -> str`,
-    sent as is; requests are kept in `server.requests`."""
-    requests: list[dict] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-        def _send(self, body: bytes):
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def do_GET(self):
-            self._send(b'{"object": "list", "data": []}')
-
-        def do_POST(self):
-            request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            requests.append(request)
-            self._send(bodies(request).encode("utf-8"))
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.requests = requests  # type: ignore[attr-defined]
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
 
 
 def test_a_real_written_tool_call_and_a_real_truncated_judgement_through_a_sweep(tmp_path):
@@ -70,11 +38,7 @@ def test_a_real_written_tool_call_and_a_real_truncated_judgement_through_a_sweep
         judged.append(request)
         if len(judged) == 1:
             return cut["raw_body"]
-        content = judgement(request["messages"][-1]["content"])  # SIMULATED, flags nothing
-        return json.dumps({"id": "j2", "object": "chat.completion", "model": "judge",
-                           "choices": [{"index": 0, "finish_reason": "stop",
-                                        "message": {"role": "assistant", "content": content}}],
-                           "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20}})
+        return completion_body(judgement(request["messages"][-1]["content"]))  # SIMULATED, flags nothing
 
     judge = replaying_server(judge_body)
     try:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from sqlmodel import Session, col, select
 
 from afpbench.workers.results.summary import WrittenToolCallEntry
-from afpbench.workers.store.models import Cell, Result
+from afpbench.workers.store.models import Cell, Result, saved_id
 
 
 def written_tool_call_cells(session: Session, sweep_id: str) -> list[WrittenToolCallEntry]:
@@ -17,14 +17,14 @@ def written_tool_call_cells(session: Session, sweep_id: str) -> list[WrittenTool
          .order_by(col(Cell.id), col(Result.scoring_run)))
     latest: dict[int, tuple[Cell, object]] = {}
     for cell, _, written in session.exec(q).all():  # ordered by run: the last one per cell stays
-        latest[cell.id] = (cell, written)
+        latest[saved_id(cell.id)] = (cell, written)
     out = []
     for cell, written in latest.values():
         if not isinstance(written, dict) or not written.get("calls"):
             continue
         calls = [c for c in written["calls"] if isinstance(c, dict)]
         out.append(WrittenToolCallEntry(
-            cell_id=cell.id, model=cell.model_label, condition=cell.condition,
+            cell_id=saved_id(cell.id), model=cell.model_label, condition=cell.condition,
             fixture=f"{cell.fixture_id}@{cell.fixture_version}", repeat=cell.repeat, state=cell.state,
             tools=[str(c.get("name")) + ("" if c.get("offered") else " (not offered)") for c in calls],
             whole_answer=bool(written.get("whole_answer")),
