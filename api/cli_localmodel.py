@@ -43,7 +43,7 @@ def check(size: str = typer.Option("0.5b", help="0.5b (in the extra) or 1.5b (ex
 def serve(
     size: str = typer.Option("0.5b", help="0.5b (in the extra) or 1.5b (extra packages)"),
     port: int = typer.Option(SERVE_PORT, min=0, max=65535, help="loopback port (0: a free one)"),
-    slots: int = typer.Option(2, min=1, max=16, help="parallel requests; set limits.max_in_flight to this"),
+    slots: int = typer.Option(3, min=1, max=16, help="parallel requests: the limits.max_in_flight to plan"),
     threads: int = typer.Option(1, min=1, max=64, help="CPU threads (1 stays steady on a shared machine)"),
 ) -> None:
     """Serve the verified model on 127.0.0.1 (OpenAI-compatible) until Ctrl-C."""
