@@ -10,15 +10,20 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
+
+if TYPE_CHECKING:
+    from afpbench.workers.localmodel.weights import KnownWeights
 
 local_app = typer.Typer(no_args_is_help=True, help="A small real model on this machine (opt-in extra local-model).")
 
 SERVE_PORT = 8080  # the port of the shipped example spec (reference/specs/local-model.yaml), llama-server's default
 
 
-def _verified(size: str):  # type: ignore[no-untyped-def]
+def _verified(size: str) -> tuple[KnownWeights, Path]:
     from afpbench.workers.localmodel.weights import ORIGIN, known, verified_file
 
     weights = known(size)
