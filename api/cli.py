@@ -16,6 +16,7 @@ from contextlib import ExitStack
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from afpbench.api import (
     cli_db,
@@ -252,7 +253,8 @@ def main() -> None:
     except AfpbenchError as exc:
         if os.environ.get("AFP_DEBUG"):
             raise
-        console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+        # escaped: a message quoting `pip install 'afpbench[local-model]'` is text, not Rich markup
+        console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
     except Exception as exc:  # noqa: BLE001 - the one place that turns failures into one line
         if _usage_error(exc):
@@ -261,7 +263,8 @@ def main() -> None:
         if os.environ.get("AFP_DEBUG"):
             raise
         console.print(
-            f"[red]error:[/red] unexpected {type(exc).__name__}: {exc} (set AFP_DEBUG=1 for the traceback)",
+            f"[red]error:[/red] unexpected {type(exc).__name__}: {escape(str(exc))} "
+            "(set AFP_DEBUG=1 for the traceback)",
             highlight=False,
             soft_wrap=True,
         )

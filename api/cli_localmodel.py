@@ -10,15 +10,20 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
+
+if TYPE_CHECKING:
+    from afpbench.workers.localmodel.weights import KnownWeights
 
 local_app = typer.Typer(no_args_is_help=True, help="A small real model on this machine (opt-in extra local-model).")
 
 SERVE_PORT = 8080  # the port of the shipped example spec (reference/specs/local-model.yaml), llama-server's default
 
 
-def _verified(size: str):  # type: ignore[no-untyped-def]
+def _verified(size: str) -> tuple[KnownWeights, Path]:
     from afpbench.workers.localmodel.weights import ORIGIN, known, verified_file
 
     weights = known(size)
@@ -43,7 +48,7 @@ def check(size: str = typer.Option("0.5b", help="0.5b (in the extra) or 1.5b (ex
 def serve(
     size: str = typer.Option("0.5b", help="0.5b (in the extra) or 1.5b (extra packages)"),
     port: int = typer.Option(SERVE_PORT, min=0, max=65535, help="loopback port (0: a free one)"),
-    slots: int = typer.Option(2, min=1, max=16, help="parallel requests; set limits.max_in_flight to this"),
+    slots: int = typer.Option(3, min=1, max=16, help="parallel requests: the limits.max_in_flight to plan"),
     threads: int = typer.Option(1, min=1, max=64, help="CPU threads (1 stays steady on a shared machine)"),
 ) -> None:
     """Serve the verified model on 127.0.0.1 (OpenAI-compatible) until Ctrl-C."""

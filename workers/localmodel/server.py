@@ -7,6 +7,7 @@ soon as another process takes a core, one stays steady. The GGUF file's own chat
 
 from __future__ import annotations
 
+import importlib
 import os
 import socket
 import time
@@ -14,6 +15,7 @@ from collections.abc import Iterator, MutableMapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 import requests
 
@@ -54,14 +56,14 @@ def bypass_proxy_for_loopback(env: MutableMapping[str, str]) -> MutableMapping[s
     return env
 
 
-def require_engine():  # type: ignore[no-untyped-def]
+def require_engine() -> ModuleType:
+    """The xllamacpp module (imported by name: it is optional and ships no type information)."""
     try:
-        import xllamacpp
+        return importlib.import_module("xllamacpp")
     except ImportError:
         raise LocalModelMissing(
             "the local model engine (xllamacpp) is not installed; install: pip install 'afpbench[local-model]'"
         ) from None
-    return xllamacpp
 
 
 def _wait_healthy(base: str, timeout_s: float) -> None:
