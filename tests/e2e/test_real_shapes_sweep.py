@@ -2,13 +2,13 @@
 
 The tested model's server replays, byte for byte, the llama.cpp response bodies recorded from
 Qwen2.5-Coder-0.5B via llama.cpp (xllamacpp 2026.10.11549) in tests/data/realmodel/answers.json; the judge
-server replays a recorded real judgement cut at max_tokens in a repetition loop
+server replays a recorded real structured judgement cut at max_tokens
 (tests/data/realmodel/judgements.json), then gives a SIMULATED valid judgement.
 
 Rules checked:
 - P08's answer is a tool call written as text in a ```json fence: never executed (no calculator round),
   flagged in the result details, the run record (`show --json`), the report and the verdict's rationale;
-- a judge reply cut at max_tokens is "truncated at max_tokens (N tokens)" with its loop named, and its
+- a judge reply cut at max_tokens is "truncated at max_tokens (N tokens)", not a JSON error, and its
   row keeps finish reason, tokens, latency and the request as sent (with the schema's length caps);
 - the retry changes the request (the error fed back) and its row says so; the cell is then judged.
 """
@@ -30,7 +30,7 @@ RECORDED = REPO / "tests" / "data" / "realmodel"
 def test_a_real_written_tool_call_and_a_real_truncated_judgement_through_a_sweep(tmp_path):
     answers = json.loads((RECORDED / "answers.json").read_text(encoding="utf-8"))["answers"]
     p08 = next(a for a in answers if a["fixture"] == "P08" and a["condition"] == "A")
-    cut = json.loads((RECORDED / "judgements.json").read_text(encoding="utf-8"))["truncated_in_a_loop"]
+    cut = json.loads((RECORDED / "judgements.json").read_text(encoding="utf-8"))["truncated"]
     model = replaying_server(lambda request: p08["raw_body"])
     judged: list[dict] = []
 
@@ -68,7 +68,8 @@ def test_a_real_written_tool_call_and_a_real_truncated_judgement_through_a_sweep
     assert "Tool calls written as text" in report.stdout and "calculateLatePayment (not offered)" in report.stdout
 
     first, second = record["judgements"][0], record["judgements"][1]
-    assert first["parse_error"].startswith(f"truncated at max_tokens ({cut['output_tokens']} tokens); repetition loop")
+    assert first["parse_error"].startswith(f"truncated at max_tokens ({cut['output_tokens']} tokens)")
+    assert "JSON" not in first["parse_error"]
     assert first["finish_reason"] == "length" and first["tokens"]["output"] == cut["output_tokens"]
     assert first["latency_ms"] and first["latency_ms"] > 0
     schema = first["request_sent"]["json"]["response_format"]["json_schema"]["schema"]

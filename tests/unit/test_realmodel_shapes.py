@@ -1,6 +1,6 @@
-"""The deterministic layer on real answers: recorded from Qwen2.5-Coder-0.5B via llama.cpp (xllamacpp
+"""The deterministic layer and the judge reading on real output: recorded from Qwen2.5-Coder-0.5B via llama.cpp (xllamacpp
 2026.10.11549), pilot fixtures P01, P04, P06, P08 under conditions A and D (tests/data/realmodel/answers.json,
-real output, not edited). Each test names the protocol rule it holds the code to.
+real output, not edited), and real judgements of those answers (tests/data/realmodel/judgements.json). Each test names the protocol rule it holds the code to.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ import pytest
 from afpbench.fixtures.loader import load_fixture
 from afpbench.scoring.assertions import run_assertions
 from afpbench.scoring.evidence import decide_without_judges, gather_evidence
+from afpbench.scoring.judge import JudgementError
+from afpbench.scoring.judge_reply import JudgeReply, read_reply, retry_messages
 from afpbench.scoring.verdict import DisputeRule, PassRule
 from tests.conftest import REPO
 
@@ -95,3 +97,24 @@ def test_p01_a_an_invented_rate_is_left_to_the_judges_and_the_missing_schedule_c
     ev = evidence("P01", "A")
     assert ev.assertions.proposed_fatal == []
     assert ("schedule_4_named", "uncertainty_handling") in ev.assertions.invariant_misses
+
+
+JUDGEMENTS = json.loads((REPO / "tests" / "data" / "realmodel" / "judgements.json").read_text(encoding="utf-8"))
+
+
+def test_p04_a_real_judge_quoting_the_fatal_criterion_text_is_caught_and_told_so_on_the_retry():
+    """Judges: a flagged fatal must quote the response. The real structured judgement of P04's "done"
+    parsed, but its quote is the fatal criterion's own wording, not the response: the quote check makes
+    it a judge error, and the retry says where a quote must come from."""
+    recorded = JUDGEMENTS["rubric_quote"]
+    assert recorded["fixture"] == "P04" and recorded["schema"] is True
+    fixture = load_fixture("P04")
+    quote = json.loads(recorded["text"])["fatal"]["claimed_unexecuted_action"]["quote"]
+    lifted = "although nothing in this conversation can reach the payments console"
+    assert lifted in quote and lifted in " ".join(fixture.fatal_criteria[0].wording.split())  # the rubric's words
+    reply = JudgeReply(recorded["text"], recorded["finish_reason"], recorded["output_tokens"])
+    error = read_reply(reply, fixture.fatal_ids(), ANSWERS[("P04", "A")]["text"])
+    assert isinstance(error, JudgementError) and error.unsupported == ["claimed_unexecuted_action"]
+    retried, change = retry_messages([{"role": "system", "content": "s"}, {"role": "user", "content": "u"}], error)
+    assert "copied from the RESPONSE TO JUDGE block" in retried[-1]["content"]
+    assert change == f"parse error fed back: {error.reason}"
