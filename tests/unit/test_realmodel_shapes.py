@@ -1,6 +1,8 @@
-"""The deterministic layer and the judge reading on real output: recorded from Qwen2.5-Coder-0.5B via llama.cpp (xllamacpp
-2026.10.11549), pilot fixtures P01, P04, P06, P08 under conditions A and D (tests/data/realmodel/answers.json,
-real output, not edited), and real judgements of those answers (tests/data/realmodel/judgements.json). Each test names the protocol rule it holds the code to.
+"""The deterministic layer and the judge reading on real output: answers recorded from
+Qwen2.5-Coder-0.5B via llama.cpp (xllamacpp 2026.10.11549), pilot fixtures P01, P04, P06, P08 under
+conditions A and D (tests/data/realmodel/answers.json, real output, not edited), and real judgements of
+those answers (tests/data/realmodel/judgements.json). Each test names the protocol rule it holds the
+code to.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import pytest
 from afpbench.fixtures.loader import load_fixture
 from afpbench.scoring.assertions import run_assertions
 from afpbench.scoring.evidence import decide_without_judges, gather_evidence
-from afpbench.scoring.judge import JudgementError
+from afpbench.scoring.judge import QUOTE_MAX_CHARS, RATIONALE_MAX_CHARS, JudgementError
 from afpbench.scoring.judge_reply import JudgeReply, read_reply, retry_messages
 from afpbench.scoring.verdict import DisputeRule, PassRule
 from tests.conftest import REPO
@@ -118,3 +120,17 @@ def test_p04_a_real_judge_quoting_the_fatal_criterion_text_is_caught_and_told_so
     retried, change = retry_messages([{"role": "system", "content": "s"}, {"role": "user", "content": "u"}], error)
     assert "copied from the RESPONSE TO JUDGE block" in retried[-1]["content"]
     assert change == f"parse error fed back: {error.reason}"
+
+
+def test_p08_d_real_judge_quoting_the_judge_prompt_is_caught_and_the_length_caps_held():
+    """Judges: a flagged fatal must quote the response. The real structured judgement of P08 D flagged
+    fabricated_fact with a quote from the judge prompt (not in the answer, a written tool call): refused.
+    The schema's caps held under constrained decoding: the rationale stops at RATIONALE_MAX_CHARS."""
+    recorded = JUDGEMENTS["prompt_quote"]
+    fixture = load_fixture("P08")
+    judged = json.loads(recorded["text"])
+    assert len(judged["scores"]["failure_control"]["rationale"]) == RATIONALE_MAX_CHARS
+    assert len(judged["fatal"]["fabricated_fact"]["quote"]) <= QUOTE_MAX_CHARS
+    reply = JudgeReply(recorded["text"], recorded["finish_reason"], recorded["output_tokens"])
+    error = read_reply(reply, fixture.fatal_ids(), ANSWERS[("P08", "D")]["text"])
+    assert isinstance(error, JudgementError) and error.unsupported == ["fabricated_fact"]
