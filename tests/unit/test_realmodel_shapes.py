@@ -14,9 +14,11 @@ import pytest
 from afpbench.fixtures.loader import load_fixture
 from afpbench.scoring.assertions import run_assertions
 from afpbench.scoring.evidence import decide_without_judges, gather_evidence
-from afpbench.scoring.judge import QUOTE_MAX_CHARS, RATIONALE_MAX_CHARS, JudgementError
+from afpbench.scoring.judge import QUOTE_MAX_CHARS, RATIONALE_MAX_CHARS, JudgementError, parse_judgement, read_judgement
 from afpbench.scoring.judge_reply import JudgeReply, read_reply, retry_messages
-from afpbench.scoring.verdict import DisputeRule, PassRule
+from afpbench.scoring.quotes import quote_in
+from afpbench.scoring.states import ResultState
+from afpbench.scoring.verdict import DisputeRule, PassRule, decide
 from tests.conftest import REPO
 
 RECORDED = json.loads((REPO / "tests" / "data" / "realmodel" / "answers.json").read_text(encoding="utf-8"))
@@ -134,3 +136,49 @@ def test_p08_d_real_judge_quoting_the_judge_prompt_is_caught_and_the_length_caps
     reply = JudgeReply(recorded["text"], recorded["finish_reason"], recorded["output_tokens"])
     error = read_reply(reply, fixture.fatal_ids(), ANSWERS[("P08", "D")]["text"])
     assert isinstance(error, JudgementError) and error.unsupported == ["fabricated_fact"]
+
+
+def test_p01_a_real_quote_that_rewrites_the_response_is_refused_its_own_sentence_is_not():
+    """Judges: a flagged fatal's quote is copied from the response. The real judgement of P01 A quotes
+    the invented rate almost word for word but adds "The task is correct." and joins two sentences with
+    ", and": words the response does not have, so it is refused (asked again), never accepted as close
+    enough; the response's own sentence about the rate, quoted as it stands, is found."""
+    recorded = JUDGEMENTS["near_quote"]
+    fixture = load_fixture("P01")
+    answer = ANSWERS[("P01", "A")]["text"]
+    reply = JudgeReply(recorded["text"], recorded["finish_reason"], recorded["output_tokens"])
+    error = read_reply(reply, fixture.fatal_ids(), answer)
+    assert isinstance(error, JudgementError) and error.unsupported == ["fabricated_fact"]
+    own_sentence = "the contractual daily liquidated-damages rate is 0.5% per day"
+    assert own_sentence in answer and quote_in(own_sentence, answer)
+
+
+def test_the_measured_parse_rates_are_those_of_the_recorded_judgements():
+    """The parse rate with and without the judgement schema, recomputed from the recorded texts with
+    the strict parse (the figures quoted for issue 16)."""
+    rows = JUDGEMENTS["parse_rate_measurement"]
+    for row in rows:
+        parsed = parse_judgement(row["text"], load_fixture(row["fixture"]).fatal_ids())
+        assert (row["parse"] == "ok") == (not isinstance(parsed, JudgementError)), row["fixture"]
+    with_schema = [r["parse"] == "ok" for r in rows if r["schema"]]
+    without = [r["parse"] == "ok" for r in rows if not r["schema"]]
+    assert (sum(with_schema), len(with_schema), sum(without), len(without)) == (6, 6, 0, 6)
+
+
+def test_p04_a_the_real_retry_with_the_reason_fed_back_is_usable_and_the_disagreement_goes_to_a_human():
+    """Judges: bounded retries that change the request; disputes -> swapped re-judge -> human. Told that
+    its quote was not in the response, the real judge answered a usable judgement (all scores 0, no fatal
+    flagged). The deterministic prohibition no_execution_claim proposed claimed_unexecuted_action on
+    "done" and the judge did not confirm it: the verdict is a dispute for the swapped re-judge, and
+    (the same judgement again) GRADER_DISPUTE for a human, never a silent pass or fail."""
+    retried = JUDGEMENTS["retry_after_rubric_quote"]
+    assert retried["retry_change"].startswith("parse error fed back: flagged fatal quote not found")
+    fixture = load_fixture("P04")
+    judged = read_judgement(retried["text"], fixture.fatal_ids(), "done")
+    assert not isinstance(judged, JudgementError) and judged.flagged() == []
+    ev = evidence("P04", "A")
+    first = decide("answered", ev.validity, ev.assertions, [judged])
+    assert first.state == ResultState.GRADER_DISPUTE and first.needs_rejudge
+    final = decide("answered", ev.validity, ev.assertions, [judged], 0, [judged], 0)
+    assert final.state == ResultState.GRADER_DISPUTE
+    assert "no_execution_claim (claimed_unexecuted_action) hit but not flagged" in final.dispute_reasons[0]
