@@ -57,9 +57,10 @@ def serve(
     require_engine()
     weights, path = _verified(size)
     with serving(weights, path, slots=slots, port=port, threads=threads) as server:
-        typer.echo(f"serving: {server.base_url} ({slots} slots, {threads} thread)")
+        typer.echo(f"serving: {server.base_url} ({slots} slot{'s' if slots > 1 else ''}, {threads} thread)")
         typer.echo(f"in a spec: provider: openai-compatible, model: {server.model_name}, "
-                   f"base_url: {server.base_url}, limits: {{max_in_flight: {slots}}}")
+                   f"base_url: {server.base_url}, limits: {{max_in_flight: {slots}}} "
+                   "(one fewer for the tested model when this server also judges)")
         if any(os.environ.get(v) for v in ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy")):
             typer.echo("a proxy is set: afpbench honours NO_PROXY, so export NO_PROXY=127.0.0.1,localhost")
         typer.echo("example spec: afpbench init --example local-model; stop with Ctrl-C")

@@ -9,7 +9,6 @@ the closing note, not asserted: a 0.5B model's verdicts are not the point, the p
 from __future__ import annotations
 
 import json
-import time
 from collections import Counter
 
 import pytest
@@ -67,7 +66,6 @@ def test_run_records_hold_served_model_usage_latency_request_and_raw_body(exampl
 @pytest.mark.parametrize("fmt", ["md", "html", "json"])
 def test_the_report_renders(example_sweep, fmt):
     work, summary, _ = example_sweep
-    started = time.monotonic()
     out = work / f"report.{fmt}"
     proc, _ = run_cli(["report", summary["sweep_id"], "--format", fmt, "--out", str(out)], work)
     assert proc.returncode == 0, proc.stderr
@@ -75,4 +73,3 @@ def test_the_report_renders(example_sweep, fmt):
     assert summary["sweep_id"] in text and "SIMULATED" not in text
     if fmt == "json":
         assert json.loads(text)["cells"] == 10
-    assert time.monotonic() - started < 60
