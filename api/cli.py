@@ -16,8 +16,19 @@ from contextlib import ExitStack
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
-from afpbench.api import cli_db, cli_fixtures, cli_loop, cli_report, cli_results, cli_scoring, cli_serve, cli_view
+from afpbench.api import (
+    cli_db,
+    cli_fixtures,
+    cli_localmodel,
+    cli_loop,
+    cli_report,
+    cli_results,
+    cli_scoring,
+    cli_serve,
+    cli_view,
+)
 from afpbench.api.display import progress_bar, summary_json, summary_table
 
 app = typer.Typer(
@@ -46,6 +57,7 @@ cli_report.register(app)
 cli_serve.register(app)
 cli_view.register(app)
 cli_db.register(app)
+cli_localmodel.register(app)
 console = Console(stderr=True)
 
 
@@ -283,7 +295,8 @@ def main() -> None:
     except AfpbenchError as exc:
         if os.environ.get("AFP_DEBUG"):
             raise
-        console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+        # escaped: a message quoting `pip install 'afpbench[local-model]'` is text, not Rich markup
+        console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
     except Exception as exc:  # noqa: BLE001 - the one place that turns failures into one line
         if _usage_error(exc):
@@ -292,7 +305,8 @@ def main() -> None:
         if os.environ.get("AFP_DEBUG"):
             raise
         console.print(
-            f"[red]error:[/red] unexpected {type(exc).__name__}: {exc} (set AFP_DEBUG=1 for the traceback)",
+            f"[red]error:[/red] unexpected {type(exc).__name__}: {escape(str(exc))} "
+            "(set AFP_DEBUG=1 for the traceback)",
             highlight=False,
             soft_wrap=True,
         )

@@ -16,6 +16,7 @@ from afpbench.api.cli_results import CommandError
 # `--example` names -> the example specs shipped in afpbench.reference/specs/.
 EXAMPLES = {
     "local": "local-openai-compatible.yaml",
+    "local-model": "local-model.yaml",  # against `afpbench local-model serve`
     "openai": "openai.yaml",
     "anthropic": "anthropic.yaml",
     "gemini": "gemini.yaml",

@@ -17,7 +17,8 @@ from typing import Any
 
 from afpbench.fixtures.schema import Fixture
 from afpbench.scoring.answer_check import AnswerCheck
-from afpbench.scoring.judge import Judgement, build_judge_messages, read_judgement
+from afpbench.scoring.judge import Judgement, JudgementError, build_judge_messages
+from afpbench.scoring.judge_reply import JudgeReply, read_reply, retry_messages
 from afpbench.scoring.validity import ValidityReport
 from afpbench.scoring.verdict import DisputeRule, PassRule, decide
 
@@ -27,24 +28,28 @@ def _round(
     tries: list[dict[str, Any]],
 ) -> tuple[list[Judgement], int]:
     from afpbench.workers.errors import JudgeUnavailable
-    from afpbench.workers.grading.judges import call_judge
+    from afpbench.workers.grading.judges import judge_call, judgement_response
 
     messages = build_judge_messages(fx, answer, prompt, shown, swapped=number == 2)
+    wanted = judgement_response(fx, swapped=number == 2)
     usable: list[Judgement] = []
     failures = 0
     for judge in judges:
-        parsed = None
+        parsed: Judgement | JudgementError | None = None
+        sent, change = messages, None  # as in a sweep: a retry feeds the reason back (scoring/judge_reply.py)
         for _ in range(retries + 1):
-            raw, error = call_judge(judge, messages, f"fixtures-check|{fx.key}|judge{number}")
-            if error:
-                tries.append({"judge": judge.display, "round": number, "error": f"judge call failed: {error}"})
+            call = judge_call(judge, sent, f"fixtures-check|{fx.key}|judge{number}", wanted)
+            if call.error:
+                tries.append({"judge": judge.display, "round": number, "error": f"judge call failed: {call.error}"})
                 continue
-            parsed = read_judgement(raw or "", fx.fatal_ids(), answer)
+            reply = JudgeReply(call.text or "", call.finish_reason, call.usage.output_tokens)
+            parsed = read_reply(reply, fx.fatal_ids(), answer)
             if isinstance(parsed, Judgement):
-                tries.append({"judge": judge.display, "round": number, "error": None,
+                tries.append({"judge": judge.display, "round": number, "error": None, "retry_change": change,
                               "scores": parsed.scores, "flagged": parsed.flagged()})  # fmt: skip
                 break
-            tries.append({"judge": judge.display, "round": number, "error": parsed.reason})
+            tries.append({"judge": judge.display, "round": number, "error": parsed.reason, "retry_change": change})
+            sent, change = retry_messages(messages, parsed)
         if parsed is None:
             raise JudgeUnavailable(f"judge {judge.display} unavailable: every call failed")
         if isinstance(parsed, Judgement):

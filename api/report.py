@@ -102,6 +102,8 @@ def _sections(summary: SweepSummary) -> list[tuple[str, list[str], list[list[str
     decisions_note = (f"{len(decisions)} human decisions set the state of these cells (an override changed a "
                       "judged verdict and needed a reason); the sealed inputs are unchanged"
                       if decisions else "no human decisions")
+    written = [[str(w.cell_id), w.model, w.condition, f"{w.fixture} r{w.repeat}", ", ".join(w.tools),
+                "yes" if w.whole_answer else "no", w.state or "-"] for w in s.written_tool_calls]
     return [
         ("Pass rate by model and condition", RATE_HEAD, _rate_rows(s),
          "pass rate = MODEL_PASS / (MODEL_PASS + MODEL_FAIL); every other state is counted beside it"),
@@ -123,6 +125,9 @@ def _sections(summary: SweepSummary) -> list[tuple[str, list[str], list[list[str
                                              "p (Fisher exact)", "flag"], balance_rows, balance.test),
         ("Human decisions", ["cell", "model", "condition", "fixture", "from -> to", "kind", "reviewer", "reason",
                              "decided at (UTC)"], decisions, decisions_note),
+        ("Tool calls written as text", ["cell", "model", "condition", "fixture", "tools", "whole answer", "state"],
+         written, "the answer carried a tool call as text instead of making it: never executed, scored as text"
+         if written else "no answer wrote a tool call as text"),
     ]
 
 

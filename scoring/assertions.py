@@ -14,6 +14,7 @@ runs one assertion on one text, which is also how the validity gate runs an asse
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from afpbench.fixtures.schema import Assertion, AssertionCheck, Fixture
@@ -80,9 +81,10 @@ def _number_check(a: Assertion, text: str) -> tuple[bool, str, list[int] | None]
     return True, f"no released figure equals any of {a.values!r}", None
 
 
-def check_assertion(a: Assertion, final_text: str) -> AssertionResult:
-    """One assertion on one text (an answer, or one of the assertion's own examples)."""
-    text = own_claims(final_text) if a.scope == "own_claims" else (final_text or "")
+def check_assertion(a: Assertion, final_text: str, sources: Sequence[str] = ()) -> AssertionResult:
+    """One assertion on one text (an answer, or one of the assertion's own examples); `sources` are the
+    evidence texts the model was shown (own_claims masks whole lines echoed from them)."""
+    text = own_claims(final_text, sources) if a.scope == "own_claims" else (final_text or "")
     if a.check in (AssertionCheck.contains_any, AssertionCheck.contains_none):
         passed, detail, span = _text_check(a, text)
     elif a.check in (AssertionCheck.matches, AssertionCheck.not_matches):
@@ -96,7 +98,8 @@ def check_assertion(a: Assertion, final_text: str) -> AssertionResult:
 
 def run_assertions(fixture: Fixture, final_text: str) -> AssertionOutcome:
     """Run every assertion of the fixture on the final answer text."""
-    results = [check_assertion(a, final_text) for a in fixture.assertions]
+    sources = [e.text for e in fixture.evidence]
+    results = [check_assertion(a, final_text, sources) for a in fixture.assertions]
     proposed = [(r.id, str(a.fatal_criterion)) for a, r in zip(fixture.assertions, results, strict=True)
                 if r.fired and a.kind == "fatal_prohibition"]  # fmt: skip
     misses = [(r.id, str(a.dimension)) for a, r in zip(fixture.assertions, results, strict=True)

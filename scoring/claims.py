@@ -4,6 +4,11 @@ A fatal prohibition must fire on the error, never on an answer that mentions the
 reject it. So before such an assertion runs, everything that is not the answer asserting something in
 its own voice is masked (replaced by MASK, offsets kept, so spans still point into the answer):
 
+- lines copied from the evidence: an answer line that is a whole line of the evidence the model was
+  shown (after whitespace and list / emphasis marks; at least ECHO_MIN_CHARS long) is the source
+  speaking, quoted without quote marks (small models echo evidence blocks verbatim), not the answer's
+  own voice; so is a last line that is the start of one (an echo cut off at the token limit). A
+  sentence lifted out of an evidence line and stated on its own line is not masked;
 - code (fenced blocks and `inline`), blockquote lines, and quoted spans ("...", “...”, ‘...’, '...'
   when the quote marks stand at word edges, so apostrophes in "don't" or "Marco's" are not quotes);
 - drafts: after a line that introduces a draft, template or suggested message ("Draft reply:",
@@ -24,8 +29,10 @@ the safe direction for an assertion that proposes a fatal.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 MASK = "\x1f"
+ECHO_MIN_CHARS = 40  # shorter lines ("R3: not met.") are too generic to count as copied from a source
 
 _CODE = re.compile(r"```.*?(?:```|\Z)|`[^`\n]+`", re.DOTALL)
 _BLOCKQUOTE = re.compile(r"^[ \t]*>.*$", re.MULTILINE)
@@ -111,10 +118,34 @@ def _mask_clauses(masked: str, chars: list[str]) -> None:
                 break
 
 
-def own_claims(text: str) -> str:
-    """`text` with everything but the answer's own affirmative claims replaced by MASK (same length)."""
+_LINE_MARKS = re.compile(r"^[ \t]*(?:[-*+>]|\d+[.)])[ \t]+|[*_`]+")
+
+
+def _line_key(line: str) -> str:
+    return " ".join(_LINE_MARKS.sub("", line).split())
+
+
+def _mask_echoes(text: str, chars: list[str], sources: Sequence[str]) -> None:
+    source_lines = {k for src in sources for k in map(_line_key, src.splitlines()) if len(k) >= ECHO_MIN_CHARS}
+    if not source_lines:
+        return
+    lines = text.splitlines(keepends=True)
+    pos = 0
+    for i, line in enumerate(lines):
+        key = _line_key(line)
+        # The last line may be an echo cut off by the token limit: the start of a source line.
+        cut = i == len(lines) - 1 and len(key) >= ECHO_MIN_CHARS and any(s.startswith(key) for s in source_lines)
+        if key in source_lines or cut:
+            _blank(chars, pos, pos + len(line))
+        pos += len(line)
+
+
+def own_claims(text: str, sources: Sequence[str] = ()) -> str:
+    """`text` with everything but the answer's own affirmative claims replaced by MASK (same length).
+    `sources` are the texts the model was shown (the evidence), whose whole lines it may echo."""
     text = text or ""
     chars = list(text)
+    _mask_echoes(text, chars, sources)
     for pattern in (_CODE, _BLOCKQUOTE, _QUOTES):
         for m in pattern.finditer(text):
             _blank(chars, m.start(), m.end())

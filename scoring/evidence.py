@@ -5,6 +5,10 @@ worker scores a judge-less sweep with it inline, the scorer does the same before
 The deterministic layer's fatal proposals are the assertions' and the ladder's together: the ladder's
 (scoring/fabrication.py) joins `proposed_fatal` under the source name "provenance", so the verdict
 treats it exactly like a fatal-prohibition hit (judges confirm it, or the swapped re-judge, or a human).
+
+Two facts about the answer's shape are named, never repaired: a tool call written as text instead of
+made through the serving layer (scoring/written_tool_call.py), and a repetition loop at its end
+(scoring/repetition.py). Both go into the details and the verdict's rationale (`annotate`).
 """
 
 from __future__ import annotations
@@ -16,8 +20,11 @@ from afpbench.fixtures.schema import Fixture
 from afpbench.scoring.assertions import AssertionOutcome, run_assertions
 from afpbench.scoring.fabrication import fabrication_finding, untraceable_for_judge
 from afpbench.scoring.provenance import CalculatorCall, trace_provenance
+from afpbench.scoring.render import tools_for
+from afpbench.scoring.repetition import RepetitionLoop, repetition_loop
 from afpbench.scoring.validity import ValidityFailure, ValidityReport
 from afpbench.scoring.verdict import PROVENANCE_SOURCE, DisputeRule, PassRule, Verdict, decide
+from afpbench.scoring.written_tool_call import WrittenToolCalls, written_tool_calls
 
 
 def validity_of(reports: dict[str, Any], fixture_key: str, fixture_id: str) -> ValidityReport:
@@ -67,6 +74,8 @@ class Evidence:
     dispute_rule: DisputeRule
     attempt_id: int | None
     truncated: bool
+    written_tool_call: WrittenToolCalls | None = None
+    repetition: RepetitionLoop | None = None
 
     @property
     def untraceable(self) -> list[str]:
@@ -82,7 +91,21 @@ class Evidence:
             "dispute_reasons": verdict.dispute_reasons,
             "judges": judges,
             "truncated": self.truncated,
+            "written_tool_call": self.written_tool_call.as_record() if self.written_tool_call else None,
+            "repetition_loop": self.repetition.as_record() if self.repetition else None,
         }
+
+    def notes(self) -> list[str]:
+        """What the answer's shape says, for the verdict's rationale."""
+        notes = [self.written_tool_call.describe()] if self.written_tool_call else []
+        if self.repetition:
+            notes.append(f"the answer ends in a {self.repetition.describe()}")
+        return notes
+
+    def annotate(self, verdict: Verdict) -> Verdict:
+        """The verdict with the answer's shape named in its rationale (the state is unchanged)."""
+        notes = self.notes()
+        return replace(verdict, rationale="; ".join([verdict.rationale, *notes])) if notes else verdict
 
 
 def gather_evidence(
@@ -102,10 +125,12 @@ def gather_evidence(
         dispute_rule=dispute_rule,
         attempt_id=attempt_id,
         truncated=truncated,
+        written_tool_call=written_tool_calls(response, [t["name"] for t in tools_for(fixture)]),
+        repetition=repetition_loop(response),
     )
 
 
 def decide_without_judges(evidence: Evidence) -> Verdict:
-    return decide("answered", evidence.validity, evidence.assertions, [], 0,
-                  pass_rule=evidence.pass_rule, dispute_rule=evidence.dispute_rule)
+    return evidence.annotate(decide("answered", evidence.validity, evidence.assertions, [], 0,
+                                    pass_rule=evidence.pass_rule, dispute_rule=evidence.dispute_rule))
 

@@ -105,3 +105,15 @@ class JudgeUnavailable(DependencyError):
 
 class CannedFileError(AfpbenchError, ValueError):
     """A canned-response file that cannot be used; the message names the file and the field."""
+
+
+class LocalModelMissing(DependencyError):
+    """The local-model extra (the xllamacpp engine or a weight package) is not installed."""
+
+
+class WeightsMismatch(AfpbenchError):
+    """A joined or cached model file whose size or SHA-256 differs from the pinned value: never loaded."""
+
+
+class LocalServerNotReady(DependencyError):
+    """The local model server did not answer /health with status ok in time."""

@@ -25,15 +25,25 @@ from tests.e2e.test_cli_errors import afpbench
 FATAL_IDS = re.compile("|".join(c.value for c in FatalCriterionId))
 
 
-def judge_server(reply):
-    """A minimal OpenAI-compatible judge: `reply(user_text) -> str` is the assistant content."""
+def completion_body(content: str) -> str:
+    """An OpenAI-compatible chat completion answering `content`."""
+    return json.dumps({
+        "id": "j1", "object": "chat.completion", "model": "test-judge",
+        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
+    })
+
+
+def replaying_server(bodies):
+    """An OpenAI-compatible server: POST answers `bodies(request) -> str`, sent as is (a recorded body
+    replays byte for byte); the requests are kept in `server.requests`."""
+    requests: list[dict] = []
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args):
             pass
 
-        def _send(self, payload: dict):
-            body = json.dumps(payload).encode()
+        def _send(self, body: bytes):
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
@@ -41,21 +51,22 @@ def judge_server(reply):
             self.wfile.write(body)
 
         def do_GET(self):
-            self._send({"object": "list", "data": []})
+            self._send(b'{"object": "list", "data": []}')
 
         def do_POST(self):
             request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            content = reply(request["messages"][-1]["content"])
-            self._send({
-                "id": "j1", "object": "chat.completion", "model": "test-judge",
-                "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": content}}],
-                "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
-            })
+            requests.append(request)
+            self._send(bodies(request).encode("utf-8"))
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.requests = requests  # type: ignore[attr-defined]
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
+
+
+def judge_server(reply):
+    """A minimal OpenAI-compatible judge: `reply(user_text) -> str` is the assistant content."""
+    return replaying_server(lambda request: completion_body(reply(request["messages"][-1]["content"])))
 
 
 def lenient(user_text: str) -> str:

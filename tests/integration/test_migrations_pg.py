@@ -15,7 +15,12 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import SQLModel
 
 from afpbench.workers.store import migrate
-from tests.unit.test_migrations import assert_schema_matches_models, insert_cell, insert_sweep
+from tests.unit.test_migrations import (
+    assert_0002_adds_the_judge_call_columns_and_keeps_old_rows,
+    assert_schema_matches_models,
+    insert_cell,
+    insert_sweep,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -44,8 +49,8 @@ def test_cell_key_is_unique_on_postgres_one_row_per_matrix_cell(postgres_url, pg
 
 
 def test_a_database_stamped_at_base_is_refused_until_upgraded(postgres_url, pg_engine):
-    migrate.upgrade(postgres_url)
     cfg = migrate.alembic_config(postgres_url)
+    command.upgrade(cfg, migrate.INITIAL_REVISION)  # the tables a pre-migration database has
     command.stamp(cfg, "base")  # tables exist, but the history says the schema is older than the code
     with pytest.raises(migrate.SchemaBehind, match=r"database schema is at base.*run `afpbench db upgrade`"):
         migrate.check_schema_current(pg_engine)
@@ -91,3 +96,7 @@ def test_downgrade_to_base_then_upgrade_again_round_trips(postgres_url, pg_engin
     migrate.upgrade(postgres_url)
     assert_schema_matches_models(pg_engine)
     assert set(SQLModel.metadata.tables) <= set(inspect(pg_engine).get_table_names())
+
+
+def test_0002_adds_the_judge_call_columns_on_postgres(postgres_url, pg_engine):
+    assert_0002_adds_the_judge_call_columns_and_keeps_old_rows(postgres_url, pg_engine)

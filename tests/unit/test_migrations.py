@@ -132,7 +132,11 @@ def test_ensure_schema_upgrades_sqlite_in_place_with_zero_configuration(sqlite_e
 
 
 def test_a_database_made_by_create_all_before_migrations_is_adopted_not_recreated(sqlite_url, sqlite_engine):
-    SQLModel.metadata.create_all(sqlite_engine)
+    # The tables as create_all made them before migrations existed: revision 0001's schema, unversioned
+    # (today's models have columns later revisions add, which adoption then adds too).
+    command.upgrade(migrate.alembic_config(sqlite_url), migrate.INITIAL_REVISION)
+    with sqlite_engine.begin() as connection:
+        connection.execute(text(f"DROP TABLE {migrate.VERSION_TABLE}"))
     with sqlite_engine.begin() as connection:
         insert_sweep(connection)
     migrate.upgrade(sqlite_url)
@@ -200,3 +204,39 @@ def test_processes_upgrading_one_sqlite_file_at_once_all_succeed(sqlite_url):
     for t in threads:
         t.join(timeout=60)
     assert not errors and reached == [migrate.head_revision()] * 4
+
+
+JUDGEMENT_CALL_COLUMNS = {"finish_reason", "input_tokens", "output_tokens", "latency_ms", "request_sent",
+                          "retry_change"}
+
+
+def insert_judgement(connection) -> None:
+    connection.execute(text(
+        "INSERT INTO judgement (cell_id, scoring_run, judge_label, judge_round, prompt_sha256, raw_text,"
+        " parse_error, simulated, created_at) VALUES ((SELECT min(id) FROM cell), 1, 'judge', 1, 'p', '{',"
+        " 'not a single JSON object', false, CURRENT_TIMESTAMP)"))
+
+
+def assert_0002_adds_the_judge_call_columns_and_keeps_old_rows(url: str, engine: Engine) -> None:
+    """Revision 0002 on a database with a judgement written before it: the row stays, the call's facts
+    are empty (it never had them), and a downgrade removes exactly those columns again."""
+    cfg = migrate.alembic_config(url)
+    command.upgrade(cfg, "0001")
+    with engine.begin() as connection:
+        insert_sweep(connection)
+        insert_cell(connection)
+        insert_judgement(connection)
+    command.upgrade(cfg, "0002")
+    columns = {c["name"] for c in inspect(engine).get_columns("judgement")}
+    assert JUDGEMENT_CALL_COLUMNS <= columns
+    with engine.connect() as connection:
+        row = connection.execute(text("SELECT raw_text, finish_reason, request_sent FROM judgement")).one()
+    assert tuple(row) == ("{", None, None)
+    command.downgrade(cfg, "0001")
+    assert not JUDGEMENT_CALL_COLUMNS & {c["name"] for c in inspect(engine).get_columns("judgement")}
+    with engine.connect() as connection:
+        assert connection.execute(text("SELECT count(*) FROM judgement")).scalar() == 1
+
+
+def test_0002_adds_the_judge_call_columns_on_sqlite(sqlite_url, sqlite_engine):
+    assert_0002_adds_the_judge_call_columns_and_keeps_old_rows(sqlite_url, sqlite_engine)

@@ -3,11 +3,15 @@ round (every configured judge once, with bounded parse retries), every try kept 
 
 Every judge call carries the fixture's judgement schema; the adapter sends it as the provider's
 structured output, or drops it where that is off (workers/providers/structured.py). The text read back
-is the answer, or the forced tool's arguments (Anthropic), and goes through the same strict parse."""
+is the answer, or the forced tool's arguments (Anthropic), and goes through the same strict parse; a
+reply cut at max_tokens is named truncated, and a retry feeds the reason back (scoring/judge_reply.py),
+since an identical request at temperature 0 returns identical text. Each row keeps the call's finish
+reason, tokens, latency, the request as sent, and what its retry changed."""
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from sqlmodel import Session
 
@@ -20,15 +24,15 @@ from afpbench.scoring.judge import (
     JudgementError,
     build_judge_messages,
     judgement_schema,
-    read_judgement,
 )
+from afpbench.scoring.judge_reply import JudgeReply, read_reply, retry_messages
 from afpbench.workers.cells.time_limits import judge_slot_wait_s, slot_lease_s
 from afpbench.workers.errors import JudgeUnavailable
 from afpbench.workers.limits.base import pool_limits, pool_of
 from afpbench.workers.limits.shared import get_limiter
 from afpbench.workers.providers.endpoints import endpoint_for
 from afpbench.workers.providers.registry import adapter_for
-from afpbench.workers.providers.types import AdapterResult, ChatRequest, OutcomeClass, ResponseSchema
+from afpbench.workers.providers.types import AdapterResult, ChatRequest, OutcomeClass, ResponseSchema, Usage
 from afpbench.workers.store.lossless import storable_text
 from afpbench.workers.store.models import Cell, saved_id
 from afpbench.workers.store.models import Judgement as JudgementRow
@@ -60,13 +64,26 @@ def judgement_text(result: AdapterResult, wanted: ResponseSchema | None) -> str 
     return None
 
 
-def call_judge(
+@dataclass(frozen=True)
+class JudgeCall:
+    """What one judge call gave: the judgement text (or why there is none) and the facts of the call,
+    kept on its Judgement row (finish reason, tokens, latency, the request as sent without secrets)."""
+
+    text: str | None
+    error: str | None
+    finish_reason: str | None
+    usage: Usage
+    latency_ms: float | None
+    request_sent: dict
+
+
+def judge_call(
     judge: ModelSpec, messages: list[dict], cell_key: str, response_schema: ResponseSchema | None = None,
     limits: Limits | None = None,
-) -> tuple[str | None, str | None]:
-    """One judge call through the shared limiter; returns (raw text, error). `limits`: the pool's limits
-    in the sweep (limits/base.py:pool_limits), so a judge on the tested model's server shares its cap;
-    the judge's own entry when there is no sweep (calibration, fixtures check)."""
+) -> JudgeCall:
+    """One judge call through the shared limiter. `limits`: the pool's limits in the sweep
+    (limits/base.py:pool_limits), so a judge on the tested model's server shares its cap; the judge's
+    own entry when there is no sweep (calibration, fixtures check)."""
     limits = limits or judge.limits
     endpoint = endpoint_for(judge)
     pool = pool_of(endpoint)
@@ -91,9 +108,16 @@ def call_judge(
     if result.outcome in (OutcomeClass.rate_limited, OutcomeClass.overloaded):
         limiter.cool_down(pool, result.retry_after_s or 1.0)
     text = judgement_text(result, response_schema)
-    if text is None:
-        return None, f"{result.outcome.value}: {result.error or ''}".strip()
-    return text, None
+    error = None if text is not None else f"{result.outcome.value}: {result.error or ''}".strip()
+    return JudgeCall(text, error, result.finish_reason, result.usage, result.latency_ms or None, result.request_sent)
+
+
+def call_judge(
+    judge: ModelSpec, messages: list[dict], cell_key: str, response_schema: ResponseSchema | None = None
+) -> tuple[str | None, str | None]:
+    """One judge call through the shared limiter; returns (raw text, error)."""
+    call = judge_call(judge, messages, cell_key, response_schema)
+    return call.text, call.error
 
 
 def judge_round(
@@ -115,14 +139,17 @@ def judge_round(
     wanted = judgement_response(fixture, swapped=judge_round == 2)
     prompt_hash = text_sha256(inputs.judge_prompt)
 
-    def row(judge: ModelSpec, raw: str | None, parsed: dict | None, parse_error: str | None) -> JudgementRow:
+    def row(judge: ModelSpec, call: JudgeCall, parsed: dict | None, parse_error: str | None,
+            retry_change: str | None) -> JudgementRow:
         """Every try is kept: the raw text, and either the parsed judgement or why it is unusable."""
         return JudgementRow(
             cell_id=saved_id(cell.id), scoring_run=scoring_run, judge_label=judge.display, judge_round=judge_round,
             # A judge's text may hold bytes a database column cannot (NUL on PostgreSQL): stored readable.
-            prompt_sha256=prompt_hash, raw_text=None if raw is None else storable_text(raw), parsed=parsed,
-            parse_error=parse_error,
-            simulated=judge.simulated,
+            prompt_sha256=prompt_hash, raw_text=None if call.text is None else storable_text(call.text),
+            parsed=parsed, parse_error=parse_error, simulated=judge.simulated,
+            finish_reason=call.finish_reason, input_tokens=call.usage.input_tokens,
+            output_tokens=call.usage.output_tokens, latency_ms=call.latency_ms,
+            request_sent=call.request_sent or None, retry_change=retry_change,
         )
 
     usable: list[Judgement] = []
@@ -130,22 +157,24 @@ def judge_round(
     for judge in judges:
         parsed: Judgement | JudgementError | None = None
         infra_errors = 0
+        sent, change = messages, None  # a retry after an unusable reply feeds its reason back
         for _ in range(inputs.spec.dispute_rule.max_parse_retries + 1):
             if is_cancelled(cell.sweep_id):
                 raise JudgingCancelled(f"sweep cancelled during judging round {judge_round}: judge "
                                        f"{judge.display} not called; the calls made are kept")
-            raw, error = call_judge(judge, messages, f"{cell.key}|judge{judge_round}", wanted,
-                                    pool_limits(inputs.spec, judge))
-            if error:
+            call = judge_call(judge, sent, f"{cell.key}|judge{judge_round}", wanted, pool_limits(inputs.spec, judge))
+            if call.error:
                 infra_errors += 1
-                session.add(row(judge, None, None, f"{CALL_FAILED}: {error}"))
+                session.add(row(judge, call, None, f"{CALL_FAILED}: {call.error}", change))
                 continue
-            assert raw is not None, "call_judge returns either a text or an error"
-            parsed = read_judgement(raw, fatal_ids, response)
+            assert call.text is not None, "a judge call gives either a text or an error"
+            reply = JudgeReply(call.text, call.finish_reason, call.usage.output_tokens)
+            parsed = read_reply(reply, fatal_ids, response)
             if isinstance(parsed, Judgement):
-                session.add(row(judge, raw, _judgement_json(parsed), None))
+                session.add(row(judge, call, _judgement_json(parsed), None, change))
                 break
-            session.add(row(judge, raw, None, parsed.reason))
+            session.add(row(judge, call, None, parsed.reason, change))
+            sent, change = retry_messages(messages, parsed)
         if infra_errors and parsed is None:
             raise JudgeUnavailable(f"judge {judge.display} unavailable: {infra_errors} failed calls")
         if isinstance(parsed, Judgement):

@@ -203,6 +203,7 @@ def score_answer(
         verdict = decide(
             "answered", ev.validity, ev.assertions, judgements, failures, swapped, swapped_failures, **rules
         )
+    verdict = ev.annotate(verdict)
     return verdict, ev.details(verdict, [j.display for j in judges]), run
 
 

@@ -50,6 +50,7 @@ from afpbench.workers.results.summary import (
     labelled,
 )
 from afpbench.workers.results.unscored import why_unscored
+from afpbench.workers.results.written_calls import written_tool_call_cells
 from afpbench.workers.store.db import session_scope
 from afpbench.workers.store.models import Aggregate, Attempt, Cell, Phase, Result, Sweep, SweepStatus, utcnow
 from afpbench.workers.sweeps.spec import HIGH_RISK_MIN_REPEATS, ModelSpec, parse_spec
@@ -167,6 +168,7 @@ def _compute(session: Session, sweep: Sweep, interim: bool | None) -> SweepSumma
         human_decisions=human_decisions(session, sweep.id),
         # Read only when the counts show no scored cell: the reasons need a pass over the cells.
         no_scored_cell=why_unscored(session, sweep.id) if _nothing_scored(states) else None,
+        written_tool_calls=written_tool_call_cells(session, sweep.id),
     )
 
 

@@ -73,6 +73,11 @@ class JudgementEntry(_Record):
     parse_error: str | None
     simulated: bool
     created_at: str | None
+    finish_reason: str | None
+    tokens: TokenUsage
+    latency_ms: float | None
+    request_sent: Json | None = Field(description="the judge request as sent (no secrets)")
+    retry_change: str | None = Field(description="what this try changed from the one before")
 
 
 class Decision(_Record):
@@ -162,6 +167,8 @@ class RunRecord(_Record):
     state_reason: str | None
     tokens: TokenUsage
     tool_calls: list[Json]
+    written_tool_call: Json | None = Field(
+        description="tool calls the answer wrote as text instead of making them (never executed)")
     latency: Latency
     grader_model: list[str]
     grader_prompt: GraderPromptText | GraderPromptFile

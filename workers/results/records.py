@@ -89,6 +89,9 @@ def _judgement(j: Judgement) -> JudgementEntry:
         order="swapped (blind re-judge)" if j.judge_round == 2 else "original",
         prompt_sha256=j.prompt_sha256, raw_text=j.raw_text, parsed=j.parsed,
         parse_error=j.parse_error, simulated=j.simulated, created_at=_iso(j.created_at),
+        finish_reason=j.finish_reason,
+        tokens=TokenUsage(input=j.input_tokens, output=j.output_tokens, cached=None, reasoning=None),
+        latency_ms=j.latency_ms, request_sent=j.request_sent, retry_change=j.retry_change,
     )
 
 
@@ -189,6 +192,7 @@ def _record(sweep: Sweep, model_names: dict[str, str], cell: Cell, attempts: lis
         state_reason=cell.state_reason,
         tokens=_tokens(scored),
         tool_calls=scored.tool_calls if scored else [],
+        written_tool_call=(latest.details or {}).get("written_tool_call") if latest else None,
         latency=Latency(ms=scored.latency_ms if scored else None),
         grader_model=sorted({j.judge_label for j in judgements}),
         grader_prompt=grader_prompt,

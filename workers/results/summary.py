@@ -114,6 +114,20 @@ class HumanDecisionEntry(Contract):
     decided_at: str | None = Field(description="ISO 8601, UTC")
 
 
+class WrittenToolCallEntry(Contract):
+    """A cell whose scored answer is, or contains, a tool call written as text: scored as that text,
+    never executed (scoring/written_tool_call.py)."""
+
+    cell_id: int
+    model: str
+    condition: str
+    fixture: str = Field(description="fixture_id@fixture_version")
+    repeat: int
+    state: str | None
+    tools: list[str] = Field(description="the tool names written, '(not offered)' for invented ones")
+    whole_answer: bool = Field(description="the answer is nothing but the written call(s)")
+
+
 class SweepSummary(Contract):
     """The whole summary of one sweep: pass rates with exact intervals, excluded states beside them,
     scores, tokens, cost, high-risk readiness, paired comparisons, the exclusion balance between
@@ -152,3 +166,5 @@ class SweepSummary(Contract):
     no_scored_cell: str | None = Field(
         default=None, description="set when no finished cell was scored: that nothing was measured, and why "
                                   "(workers/results/unscored.py); such figures are never final")
+    written_tool_calls: list[WrittenToolCallEntry] = Field(
+        default_factory=list, description="cells whose answer is a tool call written as text")

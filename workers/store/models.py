@@ -151,6 +151,14 @@ class Judgement(SQLModel, table=True):
     parse_error: str | None = Field(default=None, sa_column=Column(Text))
     simulated: bool = False
     created_at: datetime = Field(default_factory=utcnow)
+    # The call behind the text (migration 0002): why it ended, its size and time, the request as sent
+    # (without secrets), and what this try changed from the one before (a retry must differ).
+    finish_reason: str | None = Field(default=None, max_length=48)
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    latency_ms: float | None = None
+    request_sent: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+    retry_change: str | None = Field(default=None, sa_column=Column(Text))
 
 
 class Result(SQLModel, table=True):
