@@ -37,7 +37,7 @@ def _round(
     for judge in judges:
         parsed: Judgement | JudgementError | None = None
         sent, change = messages, None  # as in a sweep: a retry feeds the reason back (scoring/judge_reply.py)
-        for _ in range(retries + 1):
+        for attempt in range(1, retries + 2):
             call = judge_call(judge, sent, f"fixtures-check|{fx.key}|judge{number}", wanted)
             if call.error:
                 tries.append({"judge": judge.display, "round": number, "error": f"judge call failed: {call.error}"})
@@ -49,7 +49,7 @@ def _round(
                               "scores": parsed.scores, "flagged": parsed.flagged()})  # fmt: skip
                 break
             tries.append({"judge": judge.display, "round": number, "error": parsed.reason, "retry_change": change})
-            sent, change = retry_messages(messages, parsed)
+            sent, change = retry_messages(messages, parsed, attempt + 1)
         if parsed is None:
             raise JudgeUnavailable(f"judge {judge.display} unavailable: every call failed")
         if isinstance(parsed, Judgement):

@@ -48,10 +48,12 @@ def read_reply(reply: JudgeReply, fatal_ids: list[str], response_text: str) -> J
     return parsed
 
 
-def retry_messages(messages: list[Message], error: JudgementError) -> tuple[list[Message], str]:
-    """The messages of the next try (the original ones with the reason fed back), and that change as
-    one line for the record. Built from the original messages each time, so feedback never piles up."""
-    advice = [f"Your previous reply could not be used: {error.reason}."]
+def retry_messages(messages: list[Message], error: JudgementError, try_number: int = 2) -> tuple[list[Message], str]:
+    """The messages of try `try_number` (the original ones with the reason fed back), and that change as
+    one line for the record. Built from the original messages each time, so feedback never piles up.
+    The try is numbered in the text: at temperature 0 the same reason fed back twice is the same request
+    and gives the same reply (seen on a real llama.cpp judge), so each try's request must differ."""
+    advice = [f"Try {try_number}. Your previous reply could not be used: {error.reason}."]
     if error.unsupported:
         advice.append(_QUOTE_ADVICE)
     if error.reason.startswith(TRUNCATED):
@@ -60,4 +62,4 @@ def retry_messages(messages: list[Message], error: JudgementError) -> tuple[list
     note = " ".join(advice)
     *head, last = messages
     changed = [*head, {**last, "content": f"{last['content']}\n{note}\n"}]
-    return changed, f"parse error fed back: {error.reason}"
+    return changed, f"parse error fed back (try {try_number}): {error.reason}"

@@ -75,7 +75,7 @@ def test_a_real_written_tool_call_and_a_real_truncated_judgement_through_a_sweep
     schema = first["request_sent"]["json"]["response_format"]["json_schema"]["schema"]
     assert schema["properties"]["scores"]["properties"]["task_correctness"]["properties"]["rationale"]["maxLength"]
     assert first["retry_change"] is None
-    assert second["retry_change"].startswith("parse error fed back: truncated at max_tokens")
+    assert second["retry_change"].startswith("parse error fed back (try 2): truncated at max_tokens")
     assert second["parse_error"] is None and second["parsed"]
     assert judged[0]["messages"] != judged[1]["messages"]  # the retry is not the same request again
     assert "could not be used: truncated at max_tokens" in judged[1]["messages"][-1]["content"]

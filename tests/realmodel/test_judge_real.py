@@ -91,6 +91,6 @@ def test_an_identical_request_repeats_itself_so_a_retry_changes_the_request(loca
     second = judge_call(judge, messages, "realmodel|same", None)
     assert first.text == second.text  # why a retry that changes nothing cannot help
     retried, change = retry_messages(messages, JudgementError(f"{TRUNCATED} (48 tokens)"))
-    assert change.startswith("parse error fed back: ")
+    assert change.startswith("parse error fed back (try 2): ")
     third = judge_call(judge, retried, "realmodel|same", None)
     assert third.request_sent != first.request_sent

@@ -1,6 +1,7 @@
 """The distributed path once against the real model: Redis broker, PostgreSQL, one real `afpbench worker`
-process, the shipped example spec narrowed on the command line to P01 and P08 x A (two cells: the tier's
-time budget is spent on the embedded sweep; this proves the same pipeline across processes)."""
+process, the shipped example spec narrowed on the command line to P01 and P08 x A (two cells; P01 alone in
+the ci scope): the tier's time budget is spent on the embedded sweep; this proves the same pipeline across
+processes."""
 
 from __future__ import annotations
 
@@ -10,23 +11,34 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from tests.integration.workers_helper import running_workers, service_env
-from tests.realmodel.spec_helper import STATES, assert_real_record, cell_records, example_spec, run_cli
+from tests.realmodel.spec_helper import (
+    CI_CUTS,
+    SCOPE,
+    STATES,
+    assert_real_record,
+    cell_records,
+    example_spec,
+    run_cli,
+    scoped,
+)
 
 pytestmark = [pytest.mark.realmodel, pytest.mark.integration]
 
 
 def test_a_few_real_cells_on_redis_postgres_and_one_worker(local_model_server, postgres_url, fresh_redis, tmp_path):
-    spec = example_spec(local_model_server, tmp_path)
+    spec = example_spec(local_model_server, tmp_path, **(CI_CUTS if SCOPE == "ci" else {}))
+    fixtures = scoped(["P01,P08"], ["P01"])
+    cells = 2 if SCOPE != "ci" else 1
     env = service_env(postgres_url, fresh_redis)
     with running_workers(env, ["rm1"], tmp_path, concurrency=4):
-        args = ["run", str(spec), "--fixtures", "P01,P08", "--conditions", "A", "--json"]
+        args = ["run", str(spec), "--fixtures", *fixtures, "--conditions", "A", "--json"]
         proc, seconds = run_cli(args, tmp_path, env=env, timeout=3600)
     logs = "".join(p.read_text() for p in tmp_path.glob("*.log"))
     assert proc.returncode == 0, proc.stdout + proc.stderr + logs[-4000:]
     summary = json.loads(proc.stdout)
-    assert summary["cells"] == summary["done"] == 2, summary
-    assert set(summary["by_state"]) <= STATES and sum(summary["by_state"].values()) == 2
-    print(f"\ndistributed: 2 cells in {seconds:.0f} s; {summary['by_condition']}")
+    assert summary["cells"] == summary["done"] == cells, summary
+    assert set(summary["by_state"]) <= STATES and sum(summary["by_state"].values()) == cells
+    print(f"\ndistributed: {cells} cells in {seconds:.0f} s; {summary['by_condition']}")
     records = cell_records(tmp_path, summary["sweep_id"], env)
     for record in records:
         assert_real_record(record, local_model_server)

@@ -61,7 +61,19 @@ def test_a_retry_feeds_the_reason_back_and_records_that_change():
     assert retried[0] == messages[0] and messages[1]["content"] == "materials"  # the original is untouched
     assert retried[1]["content"].startswith("materials\n")
     assert error.reason in retried[1]["content"] and "RESPONSE TO JUDGE" in retried[1]["content"]
-    assert change == f"parse error fed back: {error.reason}"
+    assert change == f"parse error fed back (try 2): {error.reason}"
     again, _ = retry_messages(messages, JudgementError(f"{TRUNCATED} (900 tokens)"))
     assert again[1]["content"].count("could not be used") == 1  # feedback replaces, never piles up
     assert "do not repeat yourself" in again[1]["content"]
+
+
+def test_each_retry_is_a_different_request_even_for_the_same_reason():
+    """Judges: at temperature 0 an identical request returns identical text (a real llama.cpp judge gave
+    the same unusable reply to tries 2 and 3, each fed the same reason), so every try's request differs."""
+    messages = [{"role": "system", "content": "judge"}, {"role": "user", "content": "materials"}]
+    error = JudgementError("flagged fatal quote not found in the response: ['followed_injection']",
+                           ["followed_injection"])
+    second, change2 = retry_messages(messages, error, 2)
+    third, change3 = retry_messages(messages, error, 3)
+    assert second != third and change2 != change3
+    assert "Try 3." in third[1]["content"] and third[1]["content"].count("could not be used") == 1

@@ -121,7 +121,7 @@ def test_p04_a_real_judge_quoting_the_fatal_criterion_text_is_caught_and_told_so
     assert isinstance(error, JudgementError) and error.unsupported == ["claimed_unexecuted_action"]
     retried, change = retry_messages([{"role": "system", "content": "s"}, {"role": "user", "content": "u"}], error)
     assert "copied from the RESPONSE TO JUDGE block" in retried[-1]["content"]
-    assert change == f"parse error fed back: {error.reason}"
+    assert change == f"parse error fed back (try 2): {error.reason}"
 
 
 def test_p08_d_real_judge_quoting_the_judge_prompt_is_caught_and_the_length_caps_held():
@@ -172,7 +172,7 @@ def test_p04_a_the_real_retry_with_the_reason_fed_back_is_usable_and_the_disagre
     "done" and the judge did not confirm it: the verdict is a dispute for the swapped re-judge, and
     (the same judgement again) GRADER_DISPUTE for a human, never a silent pass or fail."""
     retried = JUDGEMENTS["retry_after_rubric_quote"]
-    assert retried["retry_change"].startswith("parse error fed back: flagged fatal quote not found")
+    assert retried["retry_change"].startswith("parse error fed back: flagged fatal quote not found")  # as recorded
     fixture = load_fixture("P04")
     judged = read_judgement(retried["text"], fixture.fatal_ids(), "done")
     assert not isinstance(judged, JudgementError) and judged.flagged() == []

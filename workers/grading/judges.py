@@ -158,7 +158,7 @@ def judge_round(
         parsed: Judgement | JudgementError | None = None
         infra_errors = 0
         sent, change = messages, None  # a retry after an unusable reply feeds its reason back
-        for _ in range(inputs.spec.dispute_rule.max_parse_retries + 1):
+        for number in range(1, inputs.spec.dispute_rule.max_parse_retries + 2):
             if is_cancelled(cell.sweep_id):
                 raise JudgingCancelled(f"sweep cancelled during judging round {judge_round}: judge "
                                        f"{judge.display} not called; the calls made are kept")
@@ -174,7 +174,7 @@ def judge_round(
                 session.add(row(judge, call, _judgement_json(parsed), None, change))
                 break
             session.add(row(judge, call, None, parsed.reason, change))
-            sent, change = retry_messages(messages, parsed)
+            sent, change = retry_messages(messages, parsed, number + 1)
         if infra_errors and parsed is None:
             raise JudgeUnavailable(f"judge {judge.display} unavailable: {infra_errors} failed calls")
         if isinstance(parsed, Judgement):
