@@ -5,8 +5,8 @@ Order of decision (first that applies wins):
 2. provider_block -> PROVIDER_BLOCK; infra_error -> INFRA_ERROR;
 3. no judge configured -> GRADER_DISPUTE: the rubric needs a judge, and an assertion alone never
    decides a fatal verdict (a deterministic hit only proposes one), so a human must decide;
-4. a judge whose output could not be parsed after the caller's bounded retries -> GRADER_DISPUTE,
-   never a fail;
+4. a judge whose output was unusable (unparseable, or quotes not in the response) after the caller's
+   bounded retries -> GRADER_DISPUTE, never a fail;
 5. dispute triggers on the first round -> needs_rejudge (state GRADER_DISPUTE until then); the caller
    re-judges blind with the order swapped and calls again with `swapped`. The swapped round then
    replaces the first: if it still triggers a dispute -> GRADER_DISPUTE for a human;
@@ -197,8 +197,10 @@ def decide(
         ]
         return _dispute(reasons, "the rubric cannot be scored without a judge; awaiting a human")
     if parse_failures:
-        reason = f"{parse_failures} judge(s) gave no parseable judgement after retries"
-        return _dispute([reason], "a judgement could not be parsed; awaiting a human")
+        # "Unusable" covers both: a reply that is not the judgement JSON, and a parsed judgement whose
+        # fatal quotes are not in the response (its Judgement rows say which).
+        reason = f"{parse_failures} judge(s) gave no usable judgement after retries (see the judgement rows)"
+        return _dispute([reason], "a judgement was unusable; awaiting a human")
     reasons = _dispute_reasons(judgements, assertions, dispute_rule, pass_rule)
     if not reasons:
         return _agreed(judgements, assertions, pass_rule)
@@ -206,8 +208,8 @@ def decide(
         return _dispute(reasons, "judges disagree; re-judge blind with the order swapped", needs_rejudge=True)
     if swapped_parse_failures or not swapped:
         n = swapped_parse_failures or len(judgements)
-        first = [f"{n} judge(s) gave no parseable judgement in the swapped re-judge", *reasons]
-        return _dispute(first, "the swapped re-judge could not be parsed; awaiting a human")
+        first = [f"{n} judge(s) gave no usable judgement in the swapped re-judge", *reasons]
+        return _dispute(first, "the swapped re-judge was unusable; awaiting a human")
     swapped_reasons = _dispute_reasons(swapped, assertions, dispute_rule, pass_rule)
     if swapped_reasons:
         tagged = [f"after blind order-swapped re-judge: {r}" for r in swapped_reasons]

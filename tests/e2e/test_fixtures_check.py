@@ -217,4 +217,4 @@ def test_a_quote_not_in_the_answer_is_a_judge_error_asked_again_not_a_dispute(tm
     never = judged(tmp_path, urls["always_wrong"], "P04", answer_body("P04/wrong_01.md"))
     assert len(never["tries"]) == 3 and all("quote not found" in t["error"] for t in never["tries"])
     assert never["verdict"]["state"] == "GRADER_DISPUTE"  # no usable judgement after the bounded retries
-    assert "no parseable judgement" in never["verdict"]["dispute_reasons"][0]
+    assert "no usable judgement" in never["verdict"]["dispute_reasons"][0]

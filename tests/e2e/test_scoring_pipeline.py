@@ -172,6 +172,6 @@ def test_unparseable_judgement_is_a_dispute_never_a_fail(tmp_path, servers):
     assert proc.returncode == 0, proc.stderr
     db = tmp_path / "afpbench.db"
     assert rows(db, "select state from cell") == [("GRADER_DISPUTE",)]
-    assert "parseable" in rows(db, "select state_reason from cell")[0][0]
+    assert "no usable judgement" in rows(db, "select state_reason from cell")[0][0]
     errors = rows(db, "select parse_error from judgement")
     assert len(errors) == 2 and all(e[0] for e in errors), "every try is kept, with its parse error"

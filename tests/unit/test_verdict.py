@@ -63,7 +63,7 @@ def test_provider_block_and_infra_error_keep_their_own_states():
 def test_unparseable_judgement_after_retries_is_grader_dispute_never_a_fail():
     verdict = answered([], parse_failures=1)
     assert verdict.state == ResultState.GRADER_DISPUTE and not verdict.needs_rejudge
-    assert "parseable" in verdict.dispute_reasons[0]
+    assert "no usable judgement" in verdict.dispute_reasons[0]
     assert answered([judged(0, 0, 0, 0)], parse_failures=1).state == ResultState.GRADER_DISPUTE
 
 

@@ -5,7 +5,7 @@ Decided from the data every cell carries (its state; for disputes, its judgement
 
 - MODEL_PASS, MODEL_FAIL: model quality.
 - PROVIDER_BLOCK (the provider refused this content), INVALID_TEST (the fixture failed the validity
-  gate), GRADER_DISPUTE (judges disagree, a judgement could not be parsed, or no judge is configured:
+  gate), GRADER_DISPUTE (judges disagree, a judgement was unusable, or no judge is configured:
   each awaits a human by design): excluded, but for what the model, the fixture or the sealed scoring
   rules produced. Exit 0.
 - INFRA_ERROR, whatever its reason: no output of the model was obtained (a model stopped for a bad
