@@ -93,6 +93,19 @@ def write_spec(path: Path, sim_url: str, fixtures_dir: Path | None, *, condition
     return path
 
 
+def wait_for_models(url: str, proc: subprocess.Popen, what: str, within_s: float = 60) -> None:
+    """Until an OpenAI-compatible server at `url` lists its models; raise if it exits or takes too long."""
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            urllib.request.urlopen(f"{url}/v1/models", timeout=1).read()
+            return
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise RuntimeError(f"{what} did not start") from None
+            time.sleep(0.2)
+
+
 @contextmanager
 def sim_process(latency_ms: float = 0, rate_per_min: float | None = None, burst: int = 1, log: Path | None = None):
     """`afpbench sim --plain` in its own process (so it never shares a GIL with what is measured)."""
@@ -104,15 +117,7 @@ def sim_process(latency_ms: float = 0, rate_per_min: float | None = None, burst:
     proc = subprocess.Popen(args, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/v1/models", timeout=1).read()
-                break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError("the sim did not start") from None
-                time.sleep(0.2)
+        wait_for_models(url, proc, "the sim")
         yield f"{url}/v1"
     finally:
         stop(proc)
@@ -284,15 +289,7 @@ def mock_process(latency_ms: float = 0):
                             stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/v1/models", timeout=1).read()
-                break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError("the mock server did not start") from None
-                time.sleep(0.2)
+        wait_for_models(url, proc, "the mock server")
         yield f"{url}/v1", proc.pid
     finally:
         stop(proc)
