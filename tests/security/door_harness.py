@@ -8,7 +8,6 @@ import json
 import os
 import select
 import socket
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -19,6 +18,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from tests.e2e.test_cli_errors import row_count  # noqa: F401  (the door tests import it from here)
 from tests.serving import Served, free_port, serve_process  # noqa: F401  (Served, free_port: used by the door tests)
 
 TOKEN = "door-test-token-5b1e9a7c"
@@ -101,17 +101,6 @@ def one_line_error(proc: subprocess.CompletedProcess) -> str:
     lines = [line for line in proc.stderr.splitlines() if line.strip() and not line.startswith("WARNING")]
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
     return lines[0]
-
-
-def row_count(db: Path) -> int:
-    if not db.exists():
-        return 0
-    con = sqlite3.connect(db)
-    try:
-        tables = [r[0] for r in con.execute("select name from sqlite_master where type='table'")]
-        return sum(con.execute(f"select count(*) from {t}").fetchone()[0] for t in tables)
-    finally:
-        con.close()
 
 
 def serving(env: dict[str, str], log_path: Path):
