@@ -221,3 +221,40 @@ def test_judging_does_not_go_on_after_cancel(settings_env, sqlite_url, sim):
                 for queue in QUEUES:
                     conn.default_channel.queue_purge(queue)
 
+
+
+def test_a_cancelled_sweeps_cell_is_never_claimed(settings_env, sqlite_url, sim):
+    """Rule: nothing is sent after a cancel. Round one of a try goes out right after the claim, so the
+    claim itself refuses a cancelled sweep's cell (no status read of its own per cell): a cancel that
+    lands between a task's read of the cell and its claim leaves the cell unclaimed, no attempt row and
+    no request; after resume the same claim succeeds."""
+    from afpbench.workers.celery_app import QUEUES
+    from afpbench.workers.celery_app import app as celery_app
+    from afpbench.workers.cells.claim import Claimed, claim
+    from afpbench.workers.store.db import session_scope, transaction
+    from afpbench.workers.store.models import Attempt, Cell
+    from afpbench.workers.sweeps import runs
+    from afpbench.workers.sweeps.spec import parse_spec
+
+    settings_env(AFP_DATABASE_URL=sqlite_url, AFP_BROKER_URL="memory://")
+    spec = parse_spec({"models": [{"provider": "sim", "model": "sim-1", "base_url": sim.base_url}],
+                       "judges": [], "conditions": ["A"], "fixtures": {"only": ["P01"]}})
+    requests_before = sim.stats()["requests"]
+    try:
+        sweep_id = runs.start_sweep(spec)
+        with session_scope() as session:
+            (cell_id,) = session.exec(select(Cell.id).where(Cell.sweep_id == sweep_id)).all()
+        assert runs.cancel(sweep_id).changed
+        with transaction() as conn:
+            assert claim(conn, cell_id, "valid-test", 60, 3) is None, "a cancelled sweep's cell was claimed"
+        with session_scope() as session:
+            assert session.get(Cell, cell_id).phase in ("pending", "queued")
+            assert session.exec(select(Attempt).where(Attempt.cell_id == cell_id)).all() == []
+        assert sim.stats()["requests"] == requests_before
+        runs.resume(sweep_id)
+        with transaction() as conn:
+            assert isinstance(claim(conn, cell_id, "valid-test", 60, 3), Claimed)
+    finally:
+        with celery_app.connection_for_write() as conn:  # no worker here: drop what was enqueued
+            for queue in QUEUES:
+                conn.default_channel.queue_purge(queue)

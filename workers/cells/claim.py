@@ -22,7 +22,7 @@ from sqlmodel import SQLModel
 from afpbench.scoring.states import ResultState
 from afpbench.workers.settings import get_settings
 from afpbench.workers.store.db import autocommit
-from afpbench.workers.store.models import Attempt, Cell, Phase, Result, Sweep, cell_key, utcnow
+from afpbench.workers.store.models import Attempt, Cell, Phase, Result, Sweep, SweepStatus, cell_key, utcnow
 from afpbench.workers.sweeps.inputs import SweepInputs, inputs_for, validity_for
 
 # Outcomes of an attempt row that has no provider answer recorded (not OutcomeClass values).
@@ -61,9 +61,16 @@ CLAIMABLE = or_(  # not started, waiting for a retry, or held under a lease that
     CELL.c.phase.in_([Phase.pending.value, Phase.queued.value]),
     (CELL.c.phase == Phase.executing.value) & (CELL.c.lease_until < bindparam("b_now")),
 )
+# The sweep's cancel is read in the claim itself: round one of a try is sent right after it, so this is
+# the last moment to refuse a cancelled sweep's cell without a read of its own per cell.
+SWEEP_CANCELLED = (
+    select(SWEEP.c.id)
+    .where(SWEEP.c.id == CELL.c.sweep_id, SWEEP.c.status == SweepStatus.cancelled.value)
+    .exists()
+)
 CLAIM = (
     update(CELL)
-    .where(CELL.c.id == bindparam("b_cell"), CLAIMABLE, CELL.c.attempts < bindparam("b_max"))
+    .where(CELL.c.id == bindparam("b_cell"), CLAIMABLE, CELL.c.attempts < bindparam("b_max"), ~SWEEP_CANCELLED)
     .values(
         phase=Phase.executing.value,
         lease_owner=bindparam("b_worker"),
@@ -91,6 +98,7 @@ INTERRUPT = (
     .values(outcome=ATTEMPT_INTERRUPTED, finished_at=bindparam("b_now"), error=bindparam("b_error"))
 )
 NEW_ATTEMPT = insert(ATTEMPT).returning(ATTEMPT.c.id)
+INSERT_RESULT = insert(RESULT)
 FILL_ATTEMPT = update(ATTEMPT).where(ATTEMPT.c.id == bindparam("b_attempt"))  # SET: the params' columns
 MOVE_CELL = update(CELL).where(  # the fence: still ours, still executing
     CELL.c.id == bindparam("b_cell"),
@@ -135,8 +143,8 @@ def claim(
     conn: Connection, cell_id: int, worker: str, lease_s: float, max_attempts: int | None = None
 ) -> Claimed | Exhausted | None:
     """Atomically move a cell into `executing` under our lease, with its attempt row; None if someone
-    else holds it; Exhausted (and the cell finished) if it is due but `max_attempts` (default:
-    AFP_MAX_ATTEMPTS) are spent."""
+    else holds it or its sweep was cancelled; Exhausted (and the cell finished) if it is due but
+    `max_attempts` (default: AFP_MAX_ATTEMPTS) are spent."""
     if max_attempts is None:
         max_attempts = get_settings().max_attempts
     now = utcnow()
@@ -176,7 +184,7 @@ def _exhaust(conn: Connection, cell_id: int, max_attempts: int, now: datetime) -
         "b_error": "worker lost before the attempt finished; no attempt took over: the attempt budget is spent",
     })
     sweep_id = conn.execute(select(CELL.c.sweep_id).where(CELL.c.id == cell_id)).scalar_one()
-    conn.execute(insert(RESULT), [Result(
+    conn.execute(INSERT_RESULT, [Result(
         cell_id=cell_id, sweep_id=sweep_id, scoring_run=0, state=ResultState.INFRA_ERROR.value, rationale=reason,
         details={"attempt_id": last.id if last is not None else None, "decided_at": "claim"},
         scorer_version="execution",

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import func
+from sqlalchemy import bindparam, func
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 
@@ -22,8 +22,11 @@ def open_cells(session, sweep_id: str) -> int:
 def any_open(session, sweep_id: str) -> bool:
     """Cheap on the per-task path: index seeks on (sweep_id, phase) for each open phase, first row only.
     (`phase != done` would walk every done cell of the sweep first: quadratic over a big sweep.)"""
-    q = select(Cell.id).where(Cell.sweep_id == sweep_id, col(Cell.phase).in_(OPEN_PHASES)).limit(1)
-    return session.execute(q).first() is not None  # an ORM session or a Core connection
+    return session.execute(_ANY_OPEN, {"b_sweep": sweep_id}).first() is not None  # ORM session or Core connection
+
+
+# Built once: it runs after every cell's record (a statement built per call was a tenth of the record's CPU).
+_ANY_OPEN = select(Cell.id).where(Cell.sweep_id == bindparam("b_sweep"), col(Cell.phase).in_(OPEN_PHASES)).limit(1)
 
 
 def sweep_of_cell(cell_id: int) -> str:

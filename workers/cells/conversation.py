@@ -26,7 +26,7 @@ from afpbench.scoring.calculator import CalculatorError, evaluate, shown_result
 from afpbench.scoring.render import render
 from afpbench.workers.cells.claim import CellRow
 from afpbench.workers.cells.lease import Hold
-from afpbench.workers.cells.time_limits import slot_lease_s, sweep_execution_limits
+from afpbench.workers.cells.time_limits import execution_limits, slot_lease_s
 from afpbench.workers.limits.base import Grant, Limiter, pool_limits, pool_of
 from afpbench.workers.limits.shared import get_limiter
 from afpbench.workers.providers.endpoints import endpoint_for
@@ -133,8 +133,6 @@ def converse(
     limiter = get_limiter()
     pool = pool_of(endpoint)
     limits = pool_limits(inputs.spec, model)
-    # The limit this cell's execute message carries (time_limits.py), not a constant a raised timeout_s outgrows.
-    hard_limit_s = sweep_execution_limits(inputs, model, settings).hard_s
     messages: list[dict] = prompt.messages()  # later rounds add assistant turns with tool calls
     rounds: list[dict] = []
     tool_records: list[dict] = []
@@ -149,14 +147,18 @@ def converse(
             result = _not_sent(round_no, "the lease was taken over by another claim")
             rounds.append(_round_record(result, sent=False))
             break
-        if hold is not None and is_cancelled(cell.sweep_id):
-            # Nothing is sent after a cancel; the record says why the conversation stopped here.
+        if round_no > 1 and hold is not None and is_cancelled(cell.sweep_id):
+            # Nothing is sent after a cancel; the record says why the conversation stopped here. Round
+            # one needs no read of its own: the claim just before it refuses a cancelled sweep's cell.
             result = _not_sent(round_no, "the sweep was cancelled")
             rounds.append(_round_record(result, sent=False))
             break
         if round_no > 1:
             # The thread pool does not enforce Celery's hard time limit, so the conversation does: a
-            # round that could overrun it (waiting for its slot included) is not started.
+            # round that could overrun it (waiting for its slot included) is not started. A second round
+            # means this fixture offers a tool, so the limit is the one its execute message carries
+            # (time_limits.py: every tool round), not a constant a raised timeout_s outgrows.
+            hard_limit_s = execution_limits(model, settings.max_tool_rounds, settings).hard_s
             spare = (hard_limit_s - (time.monotonic() - started)
                      - endpoint.connect_timeout_s - endpoint.timeout_s)
             if spare <= 0:

@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, select, update
 from sqlalchemy.exc import InterfaceError, OperationalError, StatementError
 
 from afpbench.scoring.evidence import decide_without_judges
@@ -22,8 +22,8 @@ from afpbench.workers.cells.claim import (
     ATTEMPT_STORAGE_ERROR,
     CELL,
     FILL_ATTEMPT,
+    INSERT_RESULT,
     MOVE_CELL,
-    RESULT,
     SWEEP,
     CellRow,
     Claimed,
@@ -37,7 +37,7 @@ from afpbench.workers.cells.dispatch import top_up
 from afpbench.workers.cells.lease import hold_execution
 from afpbench.workers.cells.retry import RetryPolicy, Verdict
 from afpbench.workers.cells.time_limits import TaskLimits, scoring_limits, slot_lease_s
-from afpbench.workers.grading.scorer import done_values, evidence_for, result_row
+from afpbench.workers.grading.scorer import done_values, evidence_for, result_values
 from afpbench.workers.limits.base import pool_limits, pool_of
 from afpbench.workers.limits.shared import get_limiter
 from afpbench.workers.providers.endpoints import endpoint_for
@@ -127,7 +127,7 @@ def execute_cell(
         limiter.refund(pool, limits, estimate)
         if isinstance(claimed, Exhausted):  # due again with its budget spent: now done, INFRA_ERROR
             return Finished(ResultState.INFRA_ERROR.value, claimed.reason, cell.sweep_id)
-        return RetryLater(5.0, "claimed by another worker")
+        return RetryLater(5.0, "claimed by another worker, or the sweep was cancelled")
     # The claim's lease (AFP_LEASE_EXPIRY_S, longer than the broker's visibility timeout) is renewed
     # while the try runs (lease.py): a duplicate of this message, or the broker's redelivery of it,
     # finds the cell held however long the call takes on a loaded machine.
@@ -233,8 +233,7 @@ def _commit(
                                 attempt_values["tool_calls"], attempt_values["outcome"])
         scored = decide_without_judges(evidence)
         # Scoring run 1: under the fence no scorer has touched this cell, so no run exists yet.
-        rows.append(result_row(cell.id, cell.sweep_id, 1, scored, evidence.details(scored, [])).model_dump(
-            exclude={"id"}))
+        rows.append(result_values(cell.id, cell.sweep_id, 1, scored, evidence.details(scored, [])))
         cell_values.update(done_values(scored))
         decision = Finished(scored.state.value, cell_values["state_reason"], cell.sweep_id)
     elif verdict.kind == "score":
@@ -268,7 +267,7 @@ def _commit(
                 conn.execute(FILL_ATTEMPT, {"b_attempt": claimed.attempt_id, "error": error})
                 return Finished(None, f"attempt {claimed.number} superseded")
             if rows:
-                conn.execute(insert(RESULT), rows)
+                conn.execute(INSERT_RESULT, rows)
             if verdict.kind == "stop_model":
                 stop_model(conn, cell, cell_values["state_reason"])
         if isinstance(decision, Finished):

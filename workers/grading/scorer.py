@@ -208,22 +208,29 @@ def score_answer(
 
 
 def result_row(cell_id: int, sweep_id: str, run: int, verdict: Verdict, details: dict) -> Result:
+    return Result(**result_values(cell_id, sweep_id, run, verdict, details))
+
+
+def result_values(cell_id: int, sweep_id: str, run: int, verdict: Verdict, details: dict) -> dict[str, Any]:
+    """A Result row's columns (no id), for a Core insert on the hot path: building the SQLModel object
+    and dumping it again cost more than the insert itself."""
     scores = verdict.scores or {}
-    return Result(
-        cell_id=cell_id,
-        sweep_id=sweep_id,
-        scoring_run=run,
-        state=verdict.state.value,
-        task_correctness=scores.get("task_correctness"),
-        evidence_discipline=scores.get("evidence_discipline"),
-        uncertainty_handling=scores.get("uncertainty_handling"),
-        failure_control=scores.get("failure_control"),
-        total=verdict.total,
-        fatal_criterion=verdict.fatal_criterion,
-        rationale=verdict.rationale,
-        details=details,
-        scorer_version=f"{SCORER_VERSION}/{afpbench_version()}",
-    )
+    return {
+        "cell_id": cell_id,
+        "sweep_id": sweep_id,
+        "scoring_run": run,
+        "state": verdict.state.value,
+        "task_correctness": scores.get("task_correctness"),
+        "evidence_discipline": scores.get("evidence_discipline"),
+        "uncertainty_handling": scores.get("uncertainty_handling"),
+        "failure_control": scores.get("failure_control"),
+        "total": verdict.total,
+        "fatal_criterion": verdict.fatal_criterion,
+        "rationale": verdict.rationale,
+        "details": details,
+        "scorer_version": f"{SCORER_VERSION}/{afpbench_version()}",
+        "created_at": utcnow(),
+    }
 
 
 def done_values(verdict: Verdict) -> dict:

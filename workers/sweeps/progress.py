@@ -8,20 +8,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import func
+from sqlalchemy import bindparam, func
 from sqlmodel import col, select
 
 from afpbench.workers.errors import SweepNotFound
-from afpbench.workers.store.db import session_scope
+from afpbench.workers.store.db import autocommit, session_scope
 from afpbench.workers.store.models import Attempt, Cell, Phase, Sweep, SweepStatus
 
 
 def is_cancelled(sweep_id: str) -> bool:
     """Whether `afpbench cancel` (or the API) has stopped the sweep: read on a connection of its own,
     since a transaction already open (SQLite's snapshot) would not see a cancel recorded after it began.
-    Checked before each later tool round and each judge call, so nothing starts after a cancel."""
-    with session_scope() as session:
-        return session.exec(select(Sweep.status).where(Sweep.id == sweep_id)).first() == SweepStatus.cancelled
+    Checked before each later tool round and each judge call (round one: in the claim, claim.py), so
+    nothing starts after a cancel."""
+    with autocommit() as conn:
+        return conn.execute(_STATUS, {"b_sweep": sweep_id}).scalar() == SweepStatus.cancelled
+
+
+_STATUS = select(Sweep.status).where(Sweep.id == bindparam("b_sweep"))  # built once: read per round and judge call
 
 
 @dataclass
