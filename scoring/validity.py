@@ -23,7 +23,7 @@ from afpbench.scoring.derivation import (
     unused_constants,
 )
 from afpbench.scoring.numbers import Figure
-from afpbench.scoring.prompt_figures import figures_in_parts
+from afpbench.scoring.prompt_figures import figures_by_prompt, folded_text
 from afpbench.scoring.quantities import matches, parse_quantity
 from afpbench.scoring.render import RenderedPrompt, render_user_message, tools_for
 from afpbench.scoring.vocabulary import find_terms, normalise_space
@@ -140,10 +140,10 @@ def _check_reference_evaluates(fx: Fixture) -> list[str]:
 
 def _visible(value: str, normalised_text: str, numeric: bool) -> bool:
     needle = normalise_space(value).casefold()
-    if not numeric:
-        return needle in normalised_text
+    if needle not in normalised_text:  # implied by both tests below: the cheap exact pre-test
+        return False
     # A figure must stand alone: '15' is not visible because '150' or '2.15' is.
-    return re.search(r"(?<![\d.])" + re.escape(needle) + r"(?!\d)", normalised_text) is not None
+    return not numeric or re.search(r"(?<![\d.])" + re.escape(needle) + r"(?!\d)", normalised_text) is not None
 
 
 def _derived_values(fx: Fixture) -> set[Decimal]:
@@ -195,20 +195,24 @@ def _shown(value: str, figures: list[Figure]) -> bool:
     return quantity is not None and any(matches(quantity, f) for f in figures)
 
 
-def _derivation_unseen(fx: Fixture, figures: list[Figure]) -> list[tuple[str, str]]:
-    """(field, operand) for each operand of an assertion derivation that the model does not see, as a
-    figure or as the fraction of a percentage it sees ("0.10" for "10%")."""
-    shown = {f.value for f in figures} | {f.value / 100 for f in figures if f.percent}
-    unseen = []
+def _derivation_operands(fx: Fixture) -> list[tuple[str, Decimal, str]]:
+    """(field, value, text) of each operand of each assertion derivation."""
+    found = []
     for i, a in enumerate(fx.assertions):
         for value, expression in a.derivations.items():
             try:
-                found = operands(expression)
+                ops = operands(expression)
             except CalculatorError:
                 continue  # reported by the consistent check
-            where = f"assertions[{i}] '{a.id}' derivations['{value}']"
-            unseen += [(where, op.text) for op in found if op.value not in shown]
-    return unseen
+            found += [(f"assertions[{i}] '{a.id}' derivations['{value}']", op.value, op.text) for op in ops]
+    return found
+
+
+def _unseen(operands_: list[tuple[str, Decimal, str]], figures: list[Figure]) -> list[tuple[str, str]]:
+    """(field, operand) for each derivation operand that the model does not see, as a figure or as the
+    fraction of a percentage it sees ("0.10" for "10%")."""
+    shown = {f.value for f in figures} | {f.value / 100 for f in figures if f.percent}
+    return [(where, text) for where, value, text in operands_ if value not in shown]
 
 
 def _check_visible(fx: Fixture, prompts: dict[str, RenderedPrompt]) -> list[str]:
@@ -216,15 +220,16 @@ def _check_visible(fx: Fixture, prompts: dict[str, RenderedPrompt]) -> list[str]
         return ["no rendered prompts given: visibility cannot be checked"]
     problems = []
     literals = _grader_literals(fx)
+    operands_ = _derivation_operands(fx)
+    parts = {condition: prompts[condition].visible_parts() for condition in sorted(prompts)}
+    figures_of = figures_by_prompt(parts)
     for condition in sorted(prompts):
-        visible = prompts[condition].visible_text()
-        text = normalise_space(visible).casefold()
-        figures = figures_in_parts(prompts[condition].visible_parts())
+        text, figures = folded_text(parts[condition]), figures_of[condition]
         for where, value, kind in literals:
             seen = _shown(value, figures) if kind == "quantity" else _visible(value, text, kind == "figure")
             if not seen:
                 problems.append(f"{where} '{value}' not visible in condition {condition} prompt")
-        for where, operand in _derivation_unseen(fx, figures):
+        for where, operand in _unseen(operands_, figures):
             problems.append(f"{where} operand '{operand}' not visible in condition {condition} prompt")
     return problems
 
