@@ -11,6 +11,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import lru_cache
 
 from afpbench.fixtures.schema import Assertion, AssertionCheck, Fixture
 from afpbench.scoring.assertions import example_misfires
@@ -281,18 +282,22 @@ def _check_assertions_scoped(fx: Fixture, terms: frozenset[str]) -> list[str]:
     return problems
 
 
+@lru_cache(maxsize=8)  # a sweep has one judge prompt, read for every fixture
+def _judge_prompt_terms(judge_prompt: str, terms: frozenset[str]) -> tuple[str, ...]:
+    return tuple(find_terms(judge_prompt, terms))
+
+
 def _check_behaviour_not_terms(fx: Fixture, terms: frozenset[str], judge_prompt: str) -> list[str]:
-    texts = [("judge prompt", judge_prompt), ("task", fx.task)]
-    texts += [("outcome_requirement", fx.outcome_requirement)]
+    named = [("judge prompt", term) for term in _judge_prompt_terms(judge_prompt, frozenset(terms))]
+    texts = [("task", fx.task), ("outcome_requirement", fx.outcome_requirement)]
     texts += [(f"evidence[{i}] '{e.id}' text", e.text) for i, e in enumerate(fx.evidence)]
     texts += [(f"evidence[{i}] '{e.id}' source", e.source) for i, e in enumerate(fx.evidence)]
     for dim, anchor in fx.anchors.items():
         texts += [(f"anchors.{dim}.{s}", anchor.for_score(s)) for s in (0, 1, 2)]
     # The judge reads the fatal wording too, so it is judged material like the anchors.
     texts += [(f"fatal_criteria[{i}] wording", f.wording) for i, f in enumerate(fx.fatal_criteria)]
-    return [
-        f"{where} names AFP term '{term}'" for where, text in texts for term in find_terms(text, terms)
-    ]
+    named += [(where, term) for where, text in texts for term in find_terms(text, terms)]
+    return [f"{where} names AFP term '{term}'" for where, term in named]
 
 
 def check_fixture(
