@@ -69,15 +69,15 @@ def _pattern_check(a: Assertion, text: str) -> tuple[bool, str, list[int] | None
 def _number_check(a: Assertion, text: str) -> tuple[bool, str, list[int] | None]:
     released = figures_in(text)
     wanted = [(v, q) for v in a.values if (q := parse_quantity(v)) is not None]
-    equal = [(v, f) for f in released for v, q in wanted if matches(q, f)]
-    shown = ", ".join(f.text for f in released) or "none"
-    span = [equal[0][1].start, equal[0][1].end] if equal else None
+    equal = next(((v, f) for f in released for v, q in wanted if matches(q, f)), None)  # the first
+    span = [equal[1].start, equal[1].end] if equal else None
     if a.check == AssertionCheck.number_present:
         if equal:
-            return True, f"released figure {equal[0][1].text!r} equals {equal[0][0]}", span
+            return True, f"released figure {equal[1].text!r} equals {equal[0]}", span
+        shown = ", ".join(f.text for f in released) or "none"
         return False, f"no released figure equals any of {a.values!r} (released: {shown})", None
     if equal:
-        return False, f"released figure {equal[0][1].text!r} equals {equal[0][0]}", span
+        return False, f"released figure {equal[1].text!r} equals {equal[0]}", span
     return True, f"no released figure equals any of {a.values!r}", None
 
 

@@ -12,6 +12,7 @@ its limits, in docs/PROTOCOL.md ("Numbers and units").
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -65,6 +66,8 @@ _FIGURE = re.compile(
     """,
     re.VERBOSE,
 )
+# The most characters a figure has before its first digit: sign, "SFr." and a space, second sign, ".".
+_FIGURE_REACH = 8
 _NUMBER_WORD = "|".join([*_TENS, *reversed(_SMALL)])
 _WORDS = re.compile(
     rf"(?=[{''.join(sorted({w[0] for w in [*_TENS, *_SMALL, 'a']}))}])"  # the same skip: first letters
@@ -83,17 +86,23 @@ _MONTH = (
     r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?"
     r"|Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\.?"
 )
-_MONTH_DATES = re.compile(
-    rf"\b{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?\b(?:,?\s+\d{{4}}\b)?"
+_MONTH_DATES = re.compile(  # the look-ahead is the same skip: a month's capital or a digit
+    rf"(?=[JFMASOND\d])(?:\b{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?\b(?:,?\s+\d{{4}}\b)?"
     rf"|\b\d{{1,2}}(?:st|nd|rd|th)?\s+{_MONTH}(?:,?\s+\d{{4}}\b)?"
-    rf"|\b{_MONTH}\s+\d{{4}}\b"
+    rf"|\b{_MONTH}\s+\d{{4}}\b)"
 )
+_MONTH_PREFIXES = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 _LABEL_BEFORE = re.compile(
     r"\b(?:step|item|option|point|line|row|note|section|question|part|case|scenario|example|figure|"
     r"table|appendix|round|call|phase|stage|no\.|number)\s*$",
     re.IGNORECASE,
 )
 _LETTERS = re.compile(r"[A-Za-z]+")
+_ASCII_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+_DIGIT = re.compile(r"\d")  # every figure and date pattern needs one: a text without it has word figures only
+_SWISS_CENTS = re.compile(r"\.[-–—]$")
+_GROUPING_MARKS = re.compile(r"['’\s\u00a0\u202f\u2009]")
+_CENTS = re.compile(r"[.,]\d\d$")
 _LINE_PREFIX = re.compile(r"[ \t>#*\-]*")  # indentation, quote and list markers before a numbering
 
 
@@ -156,8 +165,10 @@ def parse_number(text: str) -> Decimal | None:
 
 
 def _numeral_value(num: str) -> Decimal:
-    num = re.sub(r"\.[-–—]$", "", num)
-    num = re.sub(r"['’\s\u00a0\u202f\u2009]", "", num)
+    if num.isdigit():  # most figures: nothing to strip, no grouping, no decimal mark
+        return Decimal(num)
+    num = _SWISS_CENTS.sub("", num)
+    num = _GROUPING_MARKS.sub("", num)
     if "," in num and "." in num:
         decimal = "," if num.rfind(",") > num.rfind(".") else "."
     elif num.count(",") == 1 and len(num.split(",")[1]) != 3:
@@ -205,22 +216,23 @@ def _glued(text: str, start: int, end: int, sign_start: bool, symbol_start: bool
     return bool(after) and after in "-/:.,\u2212" and after2.isdigit()
 
 
-def _skipped_label(text: str, m: re.Match[str], start: int, end: int) -> bool:
+def _skipped_label(text: str, num: str, marked: bool, start: int, end: int) -> bool:
     """Numbering and labels: '1.' at line start, '(1)', 'Step 2'. Only plain integers qualify."""
-    marks = ("sym", "code", "fr", "code2", "cword", "pct", "scale", "sign", "sign2")
-    if any(m.group(g) for g in marks) or not m.group("num").isdigit():
+    if marked or not num.isdigit():
         return False
     after = text[end : end + 2]
     line_prefix = text[text.rfind("\n", 0, start) + 1 : start]
     if _LINE_PREFIX.fullmatch(line_prefix) and after[:1] in (".", ")") and after[1:2] in ("", " ", "\t", "\n"):
         return True
-    if len(m.group("num")) <= 2 and start > 0 and text[start - 1] == "(" and text[end : end + 1] == ")":
+    if len(num) <= 2 and start > 0 and text[start - 1] == "(" and text[end : end + 1] == ")":
         return True
     return bool(_LABEL_BEFORE.search(text[max(0, start - 20) : start]))
 
 
 def _glued_unit(text: str, end: int, currency: bool) -> tuple[str | None, int, int]:
     """'10d', '12mo', '9pp' carry a unit; 'EUR 186.4k' a scale. Returns (unit, scale, new end)."""
+    if end >= len(text) or text[end] not in _ASCII_LETTERS:  # the usual case, without the regex call
+        return None, 0, end
     m = _LETTERS.match(text, end)
     if not m or (m.end() < len(text) and _joined(text[m.end()])):
         return None, 0, end
@@ -236,34 +248,56 @@ def _unit_after(text: str, end: int) -> str | None:
     return unit_of(m.group("u"), m.group("q")) if m else None
 
 
+_GROUPS = ("sign", "sym", "code", "fr", "sign2", "num", "scale", "pct", "code2", "cword")
+
+
+def _figure_matches(text: str) -> Iterator[re.Match[str]]:
+    """`_FIGURE.finditer(text)`, but the regex starts at most `_FIGURE_REACH` characters before the next
+    digit: every match holds a digit, and every digit is matched, so no match starts earlier and the
+    digit-free stretches in between (most of a prose text) are skipped by one fast search."""
+    pos = 0
+    while digit := _DIGIT.search(text, pos):
+        m = _FIGURE.search(text, max(pos, digit.start() - _FIGURE_REACH))
+        if m is None:  # unreachable (the digit itself matches); kept so a pattern change cannot loop
+            return
+        yield m
+        pos = m.end()
+
+
+def _month_dates(text: str) -> list[tuple[int, int]]:
+    """Spans of dates written with a month name; every one holds one of the month prefixes."""
+    if not any(month in text for month in _MONTH_PREFIXES):
+        return []
+    return [d.span() for d in _MONTH_DATES.finditer(text)]
+
+
 def _digit_figures(text: str, excluded: list[tuple[int, int]]) -> list[Figure]:
     figures: list[Figure] = []
-    for m in _FIGURE.finditer(text):
-        start, end = m.start(), m.end()
+    for m in _figure_matches(text):
+        start, end = m.span()
         while end > start and text[end - 1].isspace():  # optional \s? groups may end on whitespace
             end -= 1
-        if any(a <= start < b or a < end <= b for a, b in excluded):
+        if excluded and any(a <= start < b or a < end <= b for a, b in excluded):
             continue
-        mark = m.group("sym") or m.group("code") or m.group("fr") or m.group("code2") or m.group("cword")
-        unit, scale, glued_end = _glued_unit(text, end, bool(mark)) if not m.group("pct") else (None, 0, end)
-        if glued_end == end and _glued(text, start, end, bool(m.group("sign")),
-                                       bool(m.group("sym") and not m.group("sign"))):
+        sign, sym, code, fr, sign2, num, scale_word, pct, code2, cword = m.group(*_GROUPS)
+        mark = sym or code or fr or code2 or cword
+        unit, scale, glued_end = _glued_unit(text, end, bool(mark)) if not pct else (None, 0, end)
+        if glued_end == end and _glued(text, start, end, bool(sign), bool(sym and not sign)):
             continue
-        if _skipped_label(text, m, start, end):
+        if _skipped_label(text, num, bool(mark or pct or scale_word or sign or sign2), start, end):
             continue
-        value = _numeral_value(m.group("num"))
-        exponent = _SCALES.get((m.group("scale") or "").lower(), 0) or scale
+        value = _numeral_value(num)
+        exponent = _SCALES.get((scale_word or "").lower(), 0) or scale
         value = value.scaleb(exponent) if exponent else value
-        signs = (m.group("sign") or "") + (m.group("sign2") or "")
+        signs = (sign or "") + (sign2 or "")
         value = -value if signs.count("-") + signs.count("\u2212") == 1 else value
         wrapped = start > 0 and text[start - 1] == "(" and text[end : end + 1] == ")"
-        num = m.group("num")
-        money = not m.group("pct") and bool(mark or "," in num or re.search(r"[.,]\d\d$", num))
+        money = not pct and bool(mark or "," in num or _CENTS.search(num))
         if wrapped and value > 0 and money:
             value, start, end = -value, start - 1, end + 1
         end = glued_end if scale else end
-        unit = unit or (None if m.group("pct") or mark else _unit_after(text, end))
-        figures.append(Figure(text[start:end], value, start, end, mark, bool(m.group("pct")), unit))
+        unit = unit or (None if pct or mark else _unit_after(text, end))
+        figures.append(Figure(text[start:end], value, start, end, mark, bool(pct), unit))
     return figures
 
 
@@ -291,7 +325,9 @@ def _word_figures(text: str, taken: list[tuple[int, int]]) -> list[Figure]:
 def figures_in(text: str) -> list[Figure]:
     """Every figure the text releases, in order of appearance (docs/PROTOCOL.md for the rules)."""
     text = text or ""
-    excluded = [(d.start(), d.end()) for d in _MONTH_DATES.finditer(text)]
+    if not _DIGIT.search(text):
+        return _word_figures(text, [])
+    excluded = _month_dates(text)
     digits = _digit_figures(text, excluded)
     words = _word_figures(text, excluded + [(f.start, f.end) for f in digits])
     return sorted(digits + words, key=lambda f: f.start)

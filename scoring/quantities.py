@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import lru_cache
 
 from afpbench.scoring.numbers import DOLLAR_CODES, Figure, currency_code, parse_number, unit_of
 
@@ -34,10 +35,15 @@ def currencies_compatible(a: str | None, b: str | None) -> bool:
     return ca == cb or bool(dollars and ({ca, cb} <= DOLLAR_CODES))
 
 
+_QUANTITY = re.compile(r"(?P<pre>[A-Za-z$€£¥₹.]+\s?)?(?P<num>[-+\u2212]?[\d.,'’ ]+?)\s?(?P<post>%|[A-Za-z ]+)?")
+
+
+# Bounded: a sweep's assertion values are few and short, and the gate reads each one per example text.
+@lru_cache(maxsize=4096)
 def parse_quantity(text: str) -> Quantity | None:
     """An assertion value: '280.00', '280.00 CHF', 'EUR 89.90', '10 %', '10 days'. None if unreadable."""
     text = " ".join((text or "").split())
-    m = re.fullmatch(r"(?P<pre>[A-Za-z$€£¥₹.]+\s?)?(?P<num>[-+\u2212]?[\d.,'’ ]+?)\s?(?P<post>%|[A-Za-z ]+)?", text)
+    m = _QUANTITY.fullmatch(text)
     if not m or (value := parse_number(m.group("num"))) is None:
         return None
     pre, post = (m.group("pre") or "").strip(), (m.group("post") or "").strip()

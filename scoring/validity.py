@@ -11,6 +11,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import lru_cache
 
 from afpbench.fixtures.schema import Assertion, AssertionCheck, Fixture
 from afpbench.scoring.assertions import example_misfires
@@ -23,7 +24,7 @@ from afpbench.scoring.derivation import (
     unused_constants,
 )
 from afpbench.scoring.numbers import Figure
-from afpbench.scoring.prompt_figures import figures_in_parts
+from afpbench.scoring.prompt_figures import figures_by_prompt, folded_text
 from afpbench.scoring.quantities import matches, parse_quantity
 from afpbench.scoring.render import RenderedPrompt, render_user_message, tools_for
 from afpbench.scoring.vocabulary import find_terms, normalise_space
@@ -140,10 +141,10 @@ def _check_reference_evaluates(fx: Fixture) -> list[str]:
 
 def _visible(value: str, normalised_text: str, numeric: bool) -> bool:
     needle = normalise_space(value).casefold()
-    if not numeric:
-        return needle in normalised_text
+    if needle not in normalised_text:  # implied by both tests below: the cheap exact pre-test
+        return False
     # A figure must stand alone: '15' is not visible because '150' or '2.15' is.
-    return re.search(r"(?<![\d.])" + re.escape(needle) + r"(?!\d)", normalised_text) is not None
+    return not numeric or re.search(r"(?<![\d.])" + re.escape(needle) + r"(?!\d)", normalised_text) is not None
 
 
 def _derived_values(fx: Fixture) -> set[Decimal]:
@@ -195,20 +196,24 @@ def _shown(value: str, figures: list[Figure]) -> bool:
     return quantity is not None and any(matches(quantity, f) for f in figures)
 
 
-def _derivation_unseen(fx: Fixture, figures: list[Figure]) -> list[tuple[str, str]]:
-    """(field, operand) for each operand of an assertion derivation that the model does not see, as a
-    figure or as the fraction of a percentage it sees ("0.10" for "10%")."""
-    shown = {f.value for f in figures} | {f.value / 100 for f in figures if f.percent}
-    unseen = []
+def _derivation_operands(fx: Fixture) -> list[tuple[str, Decimal, str]]:
+    """(field, value, text) of each operand of each assertion derivation."""
+    found = []
     for i, a in enumerate(fx.assertions):
         for value, expression in a.derivations.items():
             try:
-                found = operands(expression)
+                ops = operands(expression)
             except CalculatorError:
                 continue  # reported by the consistent check
-            where = f"assertions[{i}] '{a.id}' derivations['{value}']"
-            unseen += [(where, op.text) for op in found if op.value not in shown]
-    return unseen
+            found += [(f"assertions[{i}] '{a.id}' derivations['{value}']", op.value, op.text) for op in ops]
+    return found
+
+
+def _unseen(operands_: list[tuple[str, Decimal, str]], figures: list[Figure]) -> list[tuple[str, str]]:
+    """(field, operand) for each derivation operand that the model does not see, as a figure or as the
+    fraction of a percentage it sees ("0.10" for "10%")."""
+    shown = {f.value for f in figures} | {f.value / 100 for f in figures if f.percent}
+    return [(where, text) for where, value, text in operands_ if value not in shown]
 
 
 def _check_visible(fx: Fixture, prompts: dict[str, RenderedPrompt]) -> list[str]:
@@ -216,15 +221,16 @@ def _check_visible(fx: Fixture, prompts: dict[str, RenderedPrompt]) -> list[str]
         return ["no rendered prompts given: visibility cannot be checked"]
     problems = []
     literals = _grader_literals(fx)
+    operands_ = _derivation_operands(fx)
+    parts = {condition: prompts[condition].visible_parts() for condition in sorted(prompts)}
+    figures_of = figures_by_prompt(parts)
     for condition in sorted(prompts):
-        visible = prompts[condition].visible_text()
-        text = normalise_space(visible).casefold()
-        figures = figures_in_parts(prompts[condition].visible_parts())
+        text, figures = folded_text(parts[condition]), figures_of[condition]
         for where, value, kind in literals:
             seen = _shown(value, figures) if kind == "quantity" else _visible(value, text, kind == "figure")
             if not seen:
                 problems.append(f"{where} '{value}' not visible in condition {condition} prompt")
-        for where, operand in _derivation_unseen(fx, figures):
+        for where, operand in _unseen(operands_, figures):
             problems.append(f"{where} operand '{operand}' not visible in condition {condition} prompt")
     return problems
 
@@ -276,18 +282,22 @@ def _check_assertions_scoped(fx: Fixture, terms: frozenset[str]) -> list[str]:
     return problems
 
 
+@lru_cache(maxsize=8)  # a sweep has one judge prompt, read for every fixture
+def _judge_prompt_terms(judge_prompt: str, terms: frozenset[str]) -> tuple[str, ...]:
+    return tuple(find_terms(judge_prompt, terms))
+
+
 def _check_behaviour_not_terms(fx: Fixture, terms: frozenset[str], judge_prompt: str) -> list[str]:
-    texts = [("judge prompt", judge_prompt), ("task", fx.task)]
-    texts += [("outcome_requirement", fx.outcome_requirement)]
+    named = [("judge prompt", term) for term in _judge_prompt_terms(judge_prompt, frozenset(terms))]
+    texts = [("task", fx.task), ("outcome_requirement", fx.outcome_requirement)]
     texts += [(f"evidence[{i}] '{e.id}' text", e.text) for i, e in enumerate(fx.evidence)]
     texts += [(f"evidence[{i}] '{e.id}' source", e.source) for i, e in enumerate(fx.evidence)]
     for dim, anchor in fx.anchors.items():
         texts += [(f"anchors.{dim}.{s}", anchor.for_score(s)) for s in (0, 1, 2)]
     # The judge reads the fatal wording too, so it is judged material like the anchors.
     texts += [(f"fatal_criteria[{i}] wording", f.wording) for i, f in enumerate(fx.fatal_criteria)]
-    return [
-        f"{where} names AFP term '{term}'" for where, text in texts for term in find_terms(text, terms)
-    ]
+    named += [(where, term) for where, text in texts for term in find_terms(text, terms)]
+    return [f"{where} names AFP term '{term}'" for where, term in named]
 
 
 def check_fixture(

@@ -70,11 +70,6 @@ def _term_regex(term: str) -> str:
     return r"(?<!\w)" + r"\s+".join(words) + r"(?!\w)"
 
 
-@functools.lru_cache(maxsize=4096)
-def _term_pattern(term: str) -> re.Pattern[str]:
-    return re.compile(_term_regex(term), re.IGNORECASE)
-
-
 def find_terms(text: str, terms: Iterable[str]) -> list[str]:
     """The terms that occur in `text` as whole words (case-insensitive), sorted.
 
@@ -83,11 +78,12 @@ def find_terms(text: str, terms: Iterable[str]) -> list[str]:
     that pass it get the exact pattern. The validity gate calls this for every text of every fixture.
     """
     folded = normalise_space(text).casefold()
-    return sorted(
-        t for t in set(terms) if t.strip() and _folded(t) in folded and _term_pattern(t).search(text)
-    )
+    prepared = _prepared(terms if isinstance(terms, frozenset) else frozenset(terms))
+    return sorted(t for t, needle, pattern in prepared if needle in folded and pattern.search(text))
 
 
-@functools.lru_cache(maxsize=4096)
-def _folded(term: str) -> str:
-    return normalise_space(term).casefold()
+@functools.lru_cache(maxsize=16)  # a sweep has one vocabulary
+def _prepared(terms: frozenset[str]) -> tuple[tuple[str, str, re.Pattern[str]], ...]:
+    """(term, its folded text, its exact pattern) for each non-blank term."""
+    return tuple((t, normalise_space(t).casefold(), re.compile(_term_regex(t), re.IGNORECASE))
+                 for t in terms if t.strip())

@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import random
 from decimal import Decimal
 
 import pytest
 
+from afpbench.scoring import numbers
 from afpbench.scoring.numbers import figures_in, parse_number
 from afpbench.scoring.quantities import matches, parse_quantity
 
@@ -114,3 +116,60 @@ def test_an_assertion_value_matches_a_released_figure_after_normalisation_never_
 @pytest.mark.parametrize("value", ["EUR eighty", "10 parsecs", "CHF 10 %", "abc"])
 def test_values_that_are_not_quantities_are_refused(value):
     assert parse_quantity(value) is None
+
+
+# --- the scan's fast paths equal the plain computation (docs/PROTOCOL.md "Numbers and units") -----------
+
+# Written the way people and documents write them, not the way the scanner's rules are written.
+VARIED = [
+    "1.200,50 €", "EUR 1,200", "12 %", "(300)", "three hundred", "1e3", "\u22125 EUR", "-\u20ac5", "+3",
+    "(1,250.00)", "Fr. 12.50", "SFr. 7", "CHF 280.-", "USD 1 200,00", "$3.5bn", "EUR 186.4k", "12mo", "9pp",
+    "10d", "2 hrs", "\u00a340", "\u00a51,000", "\u20b9 50", "1\u00a0200,00 EUR", "12\u202f000", "5 pct",
+    "7 percentage points", "ten per cent", "one tenth", "a quarter", "twenty-five percent", "forty-two dollars",
+    "30 euros", "12 swiss francs", "3 business days", "6 full days", "4 weeks", "Step 2", "1.", "(2)", "no. 5",
+    "#12", "INV-2291", "PO-4471", "v1.2.3", "10-20", "2025-02-17", "March 3, 2025", "3rd Sept 2024",
+    "15 March 2024", "Jun 2025", "Jan 5, 2025", "12 January 2024", "Feb 2023", "Apr. 1", "Aug 31",
+    "Oct 2024", "Nov 11th", "Dec 24", "July 4", "1.284.370", "3,37", "0.5%", "10,0 %", ".75", "\u0661\u0662\u0663 EUR",
+    "\u0130", "\u017fix days", "\u212a", "Mayday 12", "Dec.", "SEP 3", "\n", "  ", ".", "-", "EUR", "per cent",
+]
+
+
+def _varied_texts(count: int = 400, seed: int = 20250311) -> list[str]:
+    """The forms above alone, and joined into sentences by prose, newlines and glue, cut at random."""
+    rng = random.Random(seed)
+    glue = [" ", "\n", "", "-", "/", ". ", ", ", " of ", " the cap is ", " due ", "\n1. ", " (", ") "]
+    texts = list(VARIED)
+    for _ in range(count):
+        text = "".join(rng.choice(VARIED) + rng.choice(glue) for _ in range(rng.randint(1, 8)))
+        cut = rng.randrange(len(text))
+        texts += [text, text[cut:], text[:cut]]
+    return texts
+
+
+def test_figure_scan_fast_paths_equal_the_plain_regex_scans():
+    """Starting the figure regex near the next digit, and skipping the month-date scan without a month
+    name, find exactly the matches of the plain scans over the whole text."""
+    for text in _varied_texts():
+        assert [m.span() for m in numbers._figure_matches(text)] == [
+            m.span() for m in numbers._FIGURE.finditer(text)
+        ], text
+        assert numbers._month_dates(text) == [d.span() for d in numbers._MONTH_DATES.finditer(text)], text
+
+
+def test_figures_in_equals_its_plain_composition():
+    """The digit pre-test (a text without a digit has word figures only) changes nothing."""
+    for text in _varied_texts():
+        dates = [d.span() for d in numbers._MONTH_DATES.finditer(text)]
+        digits = numbers._digit_figures(text, dates)
+        plain = sorted(digits + numbers._word_figures(text, dates + [(f.start, f.end) for f in digits]),
+                       key=lambda f: f.start)
+        assert figures_in(text) == plain, text
+
+
+def test_cached_quantities_equal_the_plain_reading():
+    for text in [*_varied_texts(), *VARIED_VALUES]:
+        assert parse_quantity(text) == parse_quantity.__wrapped__(text), text
+
+
+VARIED_VALUES = ["10 %", "8400.00 EUR", "EUR 1200", "1.200,50 EUR", "$ 40", "\u20ac 12", "10 weeks", "12 widgets",
+                 "7 percentage points", "280.00 CHF", "10 per cent", "-5", "\u22125 EUR", "1'200.00", "6 full days"]

@@ -1,6 +1,8 @@
 """AFP vocabulary: derived from the C/D instruction headings and bold labels (validity gate item 5)."""
 
-from afpbench.scoring.vocabulary import STOP_TERMS, afp_terms, find_terms
+import re
+
+from afpbench.scoring.vocabulary import STOP_TERMS, _term_regex, afp_terms, find_terms
 
 C_TEXT = """# AFP Core Workflow
 
@@ -56,3 +58,13 @@ def test_find_terms_respects_word_boundaries():
     assert find_terms("The staff party was fun; laffp.", {"afp"}) == []
     assert find_terms("Following AFP, I checked.", {"afp"}) == ["afp"]
     assert find_terms("gatekeeping", {"gate"}) == []
+
+
+def test_find_terms_equals_the_plain_search_of_every_term():
+    """The prepared substring pre-test and patterns find exactly what each term's own pattern finds."""
+    terms = frozenset({"evidence ledger", "authority check", "afp", "gate", "claim-scope", "ledger", "  "})
+    texts = ["Evidence\n  Ledger: see the AUTHORITY check", "the evidence-ledger", "AFP's gate; gatekeeping",
+             "claim-scope (claim scope)", "ledgers", "\u212aelvin afp\u00a0gate", "", "Ledger\tafp"]
+    for text in texts:
+        plain = sorted(t for t in terms if t.strip() and re.search(_term_regex(t), text, re.IGNORECASE))
+        assert find_terms(text, terms) == find_terms(text, set(terms)) == plain, text
