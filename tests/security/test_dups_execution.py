@@ -123,3 +123,27 @@ def test_a_stale_holder_renews_nothing_sends_nothing_and_its_attempt_says_so(gat
     assert [(a["number"], a["outcome"]) for a in now.attempt_rows] == [(1, "not_sent"), (2, "started")]
     assert "lease" in now.attempt_rows[0]["error"]
     assert (now.phase, now.attempts, now.lease_owner) == ("executing", 2, "worker-2"), now
+
+
+def test_the_keeper_renews_a_hold_added_while_it_sleeps_for_an_earlier_one(gate):
+    """Rule: a live claim's lease is renewed while its try runs. The keeper thread is woken only for a
+    hold due before its next wake-up (not once per cell), so a hold added while it sleeps for an earlier
+    one must still be renewed, on the round that renews the earlier one or the next."""
+    from afpbench.workers.cells.claim import claim
+    from afpbench.workers.cells.lease import hold_execution
+    from afpbench.workers.store.db import transaction
+
+    _, first_id = create_one_cell_sweep(one_cell_spec(gate, judged=False))
+    _, second_id = create_one_cell_sweep(one_cell_spec(gate, judged=False))
+    with transaction() as conn:
+        first = claim(conn, first_id, "worker-1", LEASE_S)
+        second = claim(conn, second_id, "worker-1", LEASE_S)
+    with hold_execution(first_id, first.number):
+        time.sleep(0.3)  # the keeper now sleeps until the first hold is due
+        claimed_until = cell_now(second_id).lease_until
+        with hold_execution(second_id, second.number):
+            deadline = time.monotonic() + 3 * LEASE_S
+            while cell_now(second_id).lease_until == claimed_until and time.monotonic() < deadline:
+                time.sleep(0.1)
+            renewed = cell_now(second_id).lease_until
+    assert renewed > claimed_until, "the hold added while the keeper slept was never renewed"

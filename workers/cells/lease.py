@@ -18,6 +18,7 @@ same fence in the record transaction.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
 import time
@@ -102,6 +103,7 @@ class LeaseKeeper:
         self._changed = threading.Condition()
         self._thread: threading.Thread | None = None
         self._pid = os.getpid()
+        self._wakes_at = math.inf  # when the thread will next look (monotonic), under self._changed
 
     @contextmanager
     def holding(self, hold: Hold) -> Iterator[Hold]:
@@ -109,7 +111,11 @@ class LeaseKeeper:
         with self._changed:
             self._ensure_thread()
             self._holds.add(hold)
-            self._changed.notify()  # the thread may be waiting for a later hold, or for none
+            if hold.due < self._wakes_at:
+                # Wake the thread only when it sleeps past this hold (waiting for a later one, or for
+                # none): every hold is due one interval after its claim, so while others are held it
+                # is never the earliest, and a wake-up per cell was a context switch per cell.
+                self._changed.notify()
         try:
             yield hold
         finally:
@@ -140,10 +146,12 @@ class LeaseKeeper:
         while True:
             with self._changed:
                 live = [h.due for h in self._holds if not h.lost]
-                wait = min(live) - time.monotonic() if live else None
+                self._wakes_at = min(live) if live else math.inf
+                wait = self._wakes_at - time.monotonic() if live else None
                 if wait is None or wait > 0:
                     self._changed.wait(wait)
                     continue
+                self._wakes_at = -math.inf  # renewing now: a hold added meanwhile is looked at next round
             try:
                 self.renew_all(due_only=True)
             except Exception:  # noqa: BLE001 - the renewal thread must outlive any one failure
@@ -162,6 +170,7 @@ class LeaseKeeper:
         self._changed = threading.Condition()
         self._holds = set()
         self._thread = None
+        self._wakes_at = math.inf
 
 
 _keeper = LeaseKeeper()
