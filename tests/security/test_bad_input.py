@@ -77,6 +77,8 @@ FIXTURE_CASES: dict[str, tuple[dict[str, str | bytes], list[str]]] = {
     "empty-file": ({"P01.yaml": ""}, ["empty file"]),
     "not-a-mapping": ({"P01.yaml": "- just\n- a list\n"}, ["expected a mapping"]),
     "yaml-syntax": ({"P01.yaml": "id: P01\ntask: [unclosed\n"}, ["not valid YAML at line"]),
+    "impossible-date": ({"P01.yaml": P01.replace("date: 2023-07-01", "date: 2023-13-01", 1)},
+                        ["not valid YAML", "month must be in 1..12"]),
     "alias-bomb": ({"P01.yaml": _bomb()}, ["expands to more than"]),
     "recursive-alias": ({"P01.yaml": "id: P01\nevidence: &e [*e]\n"}, ["refers to itself"]),
     "oversized-text": ({"P01.yaml": P01.replace("      No idea what", "      " + "x" * 25_000 + " No idea what", 1)},

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from afpbench.scoring.render import tools_for
 from afpbench.workers.settings import Settings, soft_before
 from afpbench.workers.sweeps.inputs import SweepInputs
 from afpbench.workers.sweeps.spec import ModelSpec, SweepSpec
@@ -73,7 +72,7 @@ def judge_slot_wait_s(judge: ModelSpec) -> float:
 
 def requests_per_try(inputs: SweepInputs, settings: Settings) -> int:
     """The requests one try may make: every tool round when a fixture of the sweep offers a tool."""
-    return settings.max_tool_rounds if any(tools_for(f) for f in inputs.fixtures.values()) else 1
+    return settings.max_tool_rounds if inputs.offers_tools else 1
 
 
 def sweep_execution_limits(inputs: SweepInputs, model: ModelSpec, settings: Settings) -> TaskLimits:

@@ -3,13 +3,14 @@
 At creation they are read (inline from the spec, from the operator's catalogue, from files, or the
 packaged defaults: workers/sweeps/sources.py) and their exact texts stored with the sweep; workers
 rebuild them from the stored texts, so a worker on another machine needs no paths and scores against
-exactly what was sealed.
+exactly what was sealed. A rebuilt sweep parses a fixture when a cell first needs it (fixture_map.py):
+the file-name -> id map stored beside the texts says which file holds which id without parsing them.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +34,9 @@ from afpbench.reference.loader import (
     load_instructions,
     load_judge_prompt,
 )
+from afpbench.scoring.render import tools_for
 from afpbench.workers.store.models import Sweep
+from afpbench.workers.sweeps.fixture_map import CAPACITY, LazyFixtures
 from afpbench.workers.sweeps.seal import SealInputs
 from afpbench.workers.sweeps.sources import FixtureSource, InstructionSource, JudgePromptSource, catalogue_entry
 from afpbench.workers.sweeps.spec import SweepSpec, parse_spec
@@ -43,9 +46,10 @@ from afpbench.workers.sweeps.spec import SweepSpec, parse_spec
 class SweepInputs:
     spec: SweepSpec
     fixture_files: list[FixtureFile]
-    fixtures: dict[str, Fixture]  # by fixture id, in file order
+    fixtures: Mapping[str, Fixture]  # by fixture id, in file order: the i-th id is fixture_files[i]'s
     instructions: InstructionSet
     judge_prompt: str
+    offers_tools: bool  # a fixture offers a tool (scoring/render.py:tools_for), so a cell may take tool rounds
 
     def seal_inputs(self) -> SealInputs:
         return SealInputs(self.spec, self.fixture_files, self.instructions, self.judge_prompt)
@@ -53,6 +57,9 @@ class SweepInputs:
     def to_json(self) -> dict[str, Any]:
         return {
             "fixture_files": {f.name: f.text for f in self.fixture_files},
+            # Read back by inputs_from_stored so that a worker need not parse every text to know them.
+            "fixture_ids": dict(zip((f.name for f in self.fixture_files), self.fixtures, strict=True)),
+            "offers_tools": self.offers_tools,
             "instructions": {
                 "name": self.instructions.name,
                 "version": self.instructions.version,
@@ -70,10 +77,15 @@ def load_inputs(spec: SweepSpec) -> SweepInputs:
     return SweepInputs(
         spec=spec,
         fixture_files=[f for f, _ in selected],
-        fixtures={fx.id: fx for _, fx in selected},
+        fixtures={fx.id: fx for _, fx in selected},  # the coordinator walks them all: keep every one parsed
         instructions=_instructions(spec.instructions),
         judge_prompt=_judge_prompt(spec.judge_prompt),
+        offers_tools=_offers_tools(fx for _, fx in selected),
     )
+
+
+def _offers_tools(fixtures: Iterable[Fixture]) -> bool:
+    return any(tools_for(fx) for fx in fixtures)
 
 
 def _fixture_files(source: FixtureSource) -> tuple[list[FixtureFile], str]:
@@ -109,17 +121,36 @@ def _judge_prompt(source: str | JudgePromptSource | None) -> str:
 
 
 def inputs_from_stored(spec_json: dict[str, Any], stored: dict[str, Any]) -> SweepInputs:
+    """The inputs as stored with the sweep; fixtures are parsed when first read (a parse error raises
+    FixtureError naming the file then)."""
     spec = parse_spec(spec_json, "stored spec")
     files = [FixtureFile(name, text) for name, text in stored["fixture_files"].items()]
-    fixtures = [parse_fixture(f) for f in files]
+    ids, offers_tools = _stored_ids(stored, files), stored.get("offers_tools")
+    if ids is not None and isinstance(offers_tools, bool):
+        fixtures = LazyFixtures(dict(zip(ids, files, strict=True)))
+    else:  # stored before the id map (or the map does not fit the texts): parse each text once to learn it
+        parsed = [parse_fixture(f) for f in files]
+        fixtures = LazyFixtures({fx.id: f for f, fx in zip(files, parsed, strict=True)}, parsed[:CAPACITY])
+        offers_tools = _offers_tools(parsed)
     ins = stored["instructions"]
     return SweepInputs(
         spec=spec,
         fixture_files=files,
-        fixtures={fx.id: fx for fx in fixtures},
+        fixtures=fixtures,
         instructions=build_instruction_set(ins["name"], ins["version"], dict(ins["texts"])),
         judge_prompt=stored["judge_prompt"],
+        offers_tools=offers_tools,
     )
+
+
+def _stored_ids(stored: dict[str, Any], files: list[FixtureFile]) -> list[str] | None:
+    """The fixture ids of `files` in order, from the stored id map; None when the sweep was stored without
+    one, or the map does not name exactly these files with distinct ids."""
+    by_name = stored.get("fixture_ids")
+    if not isinstance(by_name, dict) or list(by_name) != [f.name for f in files]:
+        return None
+    ids = list(by_name.values())
+    return ids if len(set(ids)) == len(ids) and all(isinstance(i, str) for i in ids) else None
 
 
 _cache: dict[str, SweepInputs] = {}
@@ -158,9 +189,11 @@ _validity_cache: dict[str, dict] = {}
 
 def remember(sweep_id: str, stored_spec: dict[str, Any], inputs: SweepInputs, validity: dict) -> None:
     """Seed this process's caches with what the coordinator just stored (the embedded mode's workers share
-    its process): the texts are the ones stored, so parsing them again would give the same objects."""
-    built = SweepInputs(parse_spec(stored_spec, "stored spec"), inputs.fixture_files, inputs.fixtures,
-                        inputs.instructions, inputs.judge_prompt)
+    its process): the texts are the ones stored, so parsing them again would give the same objects. At most
+    CAPACITY of the coordinator's parsed fixtures are kept (fixture_map.py), the rest parsed when needed."""
+    fixtures = LazyFixtures(dict(zip(inputs.fixtures, inputs.fixture_files, strict=True)), inputs.fixtures.values())
+    built = SweepInputs(parse_spec(stored_spec, "stored spec"), inputs.fixture_files, fixtures,
+                        inputs.instructions, inputs.judge_prompt, inputs.offers_tools)
     with _cache_lock:
         _cache[sweep_id] = built
         _validity_cache[sweep_id] = validity

@@ -1,0 +1,90 @@
+"""A sweep's fixtures by id, each parsed from its stored text when first asked for, a bounded number kept.
+
+A worker rebuilds a sweep's inputs from the texts sealed with it (inputs.py). Parsing every text up
+front cost ~1 ms a fixture at the worker's first cell (10 s at 10,000 fixtures, every thread waiting)
+and held each parsed fixture for the process's life; a cell needs one fixture.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import Future
+
+from afpbench.fixtures.loader import FixtureError, FixtureFile, parse_fixture
+from afpbench.fixtures.schema import Fixture
+
+# Parsed fixtures kept per sweep. A parsed fixture holds ~13-35 KB, so this is ~15-35 MB at most; a sweep
+# of up to this many distinct fixtures parses each once, a larger one re-parses (~1 ms) a fixture that
+# fell out, which its cell order (fixture by fixture, condition after condition) makes about once a cell.
+CAPACITY = 1024
+
+
+class LazyFixtures(Mapping[str, Fixture]):
+    """Read-only mapping fixture id -> Fixture over the fixture files, in file order.
+
+    `files` gives each id its file; `parsed` may seed it with fixtures already parsed from those files
+    (at most `capacity` are kept). Safe for many threads: a fixture is parsed once however many threads
+    ask for it together (they wait on that fixture's parse only); the least recently used is dropped
+    beyond `capacity` and parsed again from its text when next asked for."""
+
+    def __init__(self, files: Mapping[str, FixtureFile], parsed: Iterable[Fixture] = (), capacity: int = CAPACITY):
+        self._files = dict(files)
+        self._capacity = capacity
+        self._parsed: OrderedDict[str, Fixture] = OrderedDict()
+        self._parsing: dict[str, Future[Fixture]] = {}
+        # Guards the two dicts above, held only to look up and record; parsing happens outside it.
+        self._lock = threading.Lock()
+        for fx in parsed:
+            if len(self._parsed) == capacity:
+                break
+            if fx.id in self._files:
+                self._parsed[fx.id] = fx
+
+    def __getitem__(self, fixture_id: str) -> Fixture:
+        with self._lock:
+            fx = self._parsed.get(fixture_id)
+            if fx is not None:
+                self._parsed.move_to_end(fixture_id)
+                return fx
+            if fixture_id not in self._files:
+                raise KeyError(fixture_id)
+            parse = self._parsing.get(fixture_id)
+            mine = parse is None
+            if parse is None:
+                parse = self._parsing[fixture_id] = Future()
+        if mine:
+            self._parse(fixture_id, parse)
+        return parse.result()  # waits for another thread's parse of this fixture; raises its FixtureError
+
+    def _parse(self, fixture_id: str, parse: Future[Fixture]) -> None:
+        file = self._files[fixture_id]
+        try:
+            fx = parse_fixture(file)
+            if fx.id != fixture_id:  # the stored id map disagrees with the text (edited by hand)
+                raise FixtureError(f"{file.name}: fixture id {fx.id!r}, but the sweep stores it as {fixture_id!r}")
+        except BaseException as exc:
+            with self._lock:
+                del self._parsing[fixture_id]
+            parse.set_exception(exc)
+            return
+        # Recorded in one step, so a thread asking now finds the fixture either parsing or parsed.
+        with self._lock:
+            self._parsed[fixture_id] = fx
+            while len(self._parsed) > self._capacity:
+                self._parsed.popitem(last=False)
+            del self._parsing[fixture_id]
+        parse.set_result(fx)
+
+    def __contains__(self, fixture_id: object) -> bool:
+        return fixture_id in self._files  # without parsing (Mapping's default would parse)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._files)
+
+    def __len__(self) -> int:
+        return len(self._files)
+
+    def __repr__(self) -> str:
+        return f"LazyFixtures({len(self._files)} fixtures, {len(self._parsed)} parsed)"
