@@ -79,6 +79,7 @@ def run(
     from afpbench.workers.errors import RunCancelled
     from afpbench.workers.settings import get_settings
     from afpbench.workers.sim.local import needs_local_sim, start_local_sim
+    from afpbench.workers.store.db import size_pool
     from afpbench.workers.sweeps.runs import attempts_count, check_services, start_sweep, wait_for
     from afpbench.workers.sweeps.spec import demo_spec, load_spec
 
@@ -92,15 +93,19 @@ def run(
     with ExitStack() as stack:
         if needs_local_sim([*sweep_spec.models, *sweep_spec.judges]):
             start_local_sim(stack, settings)
+        if detach is False and not settings.embedded:
+            console.print(
+                "[dim]distributed mode: cells go to the broker; start `afpbench worker` processes[/dim]"
+            )
+        # The sweep before the embedded worker: its cells wait in the in-memory queues meanwhile, and with
+        # no worker thread alive yet the validity gate may use a second process (workers/sweeps/gate_run.py).
+        if settings.embedded:
+            size_pool(threads or settings.embedded_threads)  # before the engine is built (embedded.py)
+        sweep_id = start_sweep(sweep_spec)
         if settings.embedded:
             from afpbench.workers.embedded import embedded_worker
 
             worker = stack.enter_context(embedded_worker(threads or settings.embedded_threads))
-        elif detach is False and not settings.embedded:
-            console.print(
-                "[dim]distributed mode: cells go to the broker; start `afpbench worker` processes[/dim]"
-            )
-        sweep_id = start_sweep(sweep_spec)
         if detach and not settings.embedded:
             typer.echo(sweep_id)
             return

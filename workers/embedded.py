@@ -15,6 +15,7 @@ from celery.worker import state as worker_state
 from celery.worker.consumer import Consumer
 
 from afpbench.workers.celery_app import QUEUES, app
+from afpbench.workers.store.db import size_pool
 
 # Celery's blocking loop (the one used for transports without an event loop, such as memory://) looks
 # at the stop flags only between `drain_events(timeout=2.0)` calls, so every stop waited up to two
@@ -65,6 +66,7 @@ def embedded_worker(concurrency: int = 8, queues: tuple[str, ...] = QUEUES) -> I
     # do not inherit; without a process default they would use Celery's built-in one (amqp://localhost)
     # and every retry with a countdown would be lost.
     app.set_default()
+    size_pool(concurrency)  # a pooled database connection for each worker thread
     worker = _Controller(
         app=app,
         concurrency=concurrency,

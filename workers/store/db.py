@@ -40,11 +40,20 @@ def for_worker_process(threads: int = 10) -> None:
     The pool keeps a connection for each of the worker's `threads`: a connection beyond the pool's size
     is closed when it is checked in, so 50 threads on a pool of 10 opened a new PostgreSQL connection
     (a server process) for most transactions."""
-    global _pre_ping, _pool_size
+    global _pre_ping
     _pre_ping = False
+    size_pool(threads)
+    check_database()
+
+
+def size_pool(threads: int) -> None:
+    """Keep a pooled connection for each of `threads` worker threads (and a few for the rest of the
+    process), in this process's engines from now on; engines built before are dropped and rebuilt."""
+    global _pool_size
+    if max(10, threads) == _pool_size:
+        return
     _pool_size = max(10, threads)
     dispose_engines()
-    check_database()
 
 
 def check_database(url: str | None = None, timeout_s: int = 5, *, schema: bool = True) -> None:
@@ -135,8 +144,11 @@ def get_engine(url: str | None = None) -> Engine:
             # No cap on pooled SQLite connections (they are file handles): with the default 5 + 10, an
             # embedded run with --threads 50 timed out waiting for a connection (QueuePool TimeoutError,
             # not retried) while other threads waited on the write lock. Writers still queue in SQLite.
+            # One kept per worker thread and a few more: an overflow connection is closed at check-in,
+            # so 50 threads on a pool of 16 opened a file and ran the pragmas for most transactions.
             engine = create_engine(
-                url, connect_args={"check_same_thread": False, "timeout": 30}, pool_size=16, max_overflow=-1
+                url, connect_args={"check_same_thread": False, "timeout": 30}, pool_size=max(16, _pool_size + 4),
+                max_overflow=-1,
             )
             event.listen(engine, "connect", _sqlite_pragmas)
             _serialise_sqlite_writers(engine)
