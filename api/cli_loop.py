@@ -1,7 +1,7 @@
 """The everyday loop: `sweeps` (recent sweeps), `cells SWEEP` (ids, states, scores) and `init [DIR]`.
 
 Register with `cli_loop.register(app)`. These commands answer at once: everything heavy (the database
-layer, the spec models) is imported inside the command, and nothing here imports Celery or scipy.
+layer, the spec models) is imported inside the command, and nothing here imports Celery.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ biased even though every cell was scored correctly: the protocol's denominator r
 Per model and condition this gives the share of finished cells in each excluded state. Per model and
 comparison (the same pairs as the paired pass-rate comparisons) it tests the 2x2 table
 (excluded, scored) x (first condition, second condition) with a two-sided Fisher exact test
-(scipy.stats.fisher_exact) and flags the comparison at p < 0.05. No correction for multiple comparisons
+(scoring/exact.py, SciPy's definition) and flags the comparison at p < 0.05. No correction for multiple comparisons
 is applied: a flag is a warning to read the rates with care, not a finding. Unfinished cells are in
 neither row. Pure: counts in, readings out.
 """
@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from typing import Any, cast
 
 from pydantic import Field
 
+from afpbench.scoring.exact import fisher_exact_two_sided
 from afpbench.scoring.rates import EXCLUDED, SCORED, UNFINISHED, Contract, StateRow
 
 ALPHA = 0.05
@@ -96,12 +96,7 @@ def balance_test(first: ExclusionShare, second: ExclusionShare) -> BalanceTest:
     head = f"{first.condition} vs {second.condition}"
     p: float | None = None
     if first.finished and second.finished:
-        table = [[first.excluded, first.scored], [second.excluded, second.scored]]
-        from scipy.stats import fisher_exact  # imported on use: see scoring/statistics.py
-
-        # scipy accepts any 2x2 array-like; its stubs name only ndarray (numpy is not our dependency).
-        _, p_raw = fisher_exact(cast(Any, table), alternative="two-sided")
-        p = min(1.0, float(p_raw))
+        p = fisher_exact_two_sided(first.excluded, first.scored, second.excluded, second.scored)
     flagged = p is not None and p < ALPHA
 
     def side(s: ExclusionShare) -> str:

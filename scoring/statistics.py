@@ -4,7 +4,7 @@
   x = 1 - (1 - confidence)^(1/n) (the Clopper-Pearson bound at k = 0). The 3/n rule is its large-n
   approximation and is shown only for n >= 30 (below that it overstates, and above 1 for n < 3).
 - k failures in n: the exact two-sided Clopper-Pearson interval from Beta quantiles
-  (Clopper & Pearson 1934, Biometrika 26:404-413).
+  (Clopper & Pearson 1934, Biometrika 26:404-413), solved as roots of binomial tails (scoring/exact.py).
 - Paired conditions (same model, fixture and repeat under two instruction conditions): the exact
   McNemar test on the discordant pairs, and Newcombe's square-and-add interval for the difference of
   paired proportions (Newcombe 1998, Statistics in Medicine 17:2635-2650, method 10; as given in
@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from statistics import NormalDist
 
-# scipy.stats is imported where a number is computed, not here: it takes about half a second, and the
-# CLI's listings and stored summaries import this module's callers without computing anything.
+from afpbench.scoring.exact import binom_quantile_root, binom_test_half
 
 
 def _check_counts(k: int, n: int) -> None:
@@ -33,14 +33,16 @@ def _check_confidence(confidence: float) -> None:
 
 
 def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
-    """Exact two-sided interval for a binomial proportion k/n (Beta quantiles); 0 and 1 at the edges."""
+    """Exact two-sided interval for a binomial proportion k/n; 0 and 1 at the edges.
+
+    The bounds are the Beta quantiles B(alpha/2; k, n-k+1) and B(1-alpha/2; k+1, n-k), found as the p
+    where P[Bin(n, p) >= k] = alpha/2 and where P[Bin(n, p) <= k] = alpha/2.
+    """
     _check_counts(k, n)
     _check_confidence(confidence)
-    alpha = 1 - confidence
-    from scipy.stats import beta
-
-    low = 0.0 if k == 0 else float(beta.ppf(alpha / 2, k, n - k + 1))
-    high = 1.0 if k == n else float(beta.ppf(1 - alpha / 2, k + 1, n - k))
+    tail = (1 - confidence) / 2
+    low = 0.0 if k == 0 else binom_quantile_root(k, n, tail, upper=True)
+    high = 1.0 if k == n else binom_quantile_root(k, n, tail, upper=False)
     return low, high
 
 
@@ -48,9 +50,9 @@ def zero_failure_upper_bound(n: int, confidence: float = 0.95) -> float:
     """Exact one-sided upper bound on the failure rate after 0 failures in n: 1 - (1 - confidence)^(1/n)."""
     _check_counts(0, n)
     _check_confidence(confidence)
-    # float ** float is typed Any (a negative base gives a complex); here the base is in (0, 1).
-    bound: float = 1 - (1 - confidence) ** (1 / n)
-    return bound
+    # -expm1(log(.)/n), not 1 - (.)**(1/n): for large n the bound is tiny and the subtraction would
+    # keep only its first digits.
+    return -math.expm1(math.log(1 - confidence) / n)
 
 
 def rule_of_three(n: int) -> float | None:
@@ -64,9 +66,7 @@ def mcnemar_exact(b: int, c: int) -> float:
         raise ValueError(f"discordant counts must be non-negative, got b={b}, c={c}")
     if b + c == 0:
         return 1.0
-    from scipy.stats import binomtest
-
-    return float(binomtest(b, b + c, 0.5).pvalue)
+    return binom_test_half(b, b + c)
 
 
 def _wilson(x: int, n: int, z: float) -> tuple[float, float]:
@@ -101,9 +101,7 @@ def paired_difference(
     n = n11 + n10 + n01 + n00
     if n == 0:
         raise ValueError("no pairs")
-    from scipy.stats import norm
-
-    z = float(norm.ppf(1 - (1 - confidence) / 2))
+    z = NormalDist().inv_cdf(1 - (1 - confidence) / 2)
     p1, p2 = (n11 + n10) / n, (n11 + n01) / n
     diff = p1 - p2
     l1, u1 = _wilson(n11 + n10, n, z)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, cast
 
-import scipy.stats  # noqa: F401  (the statistics import it on use; a server loads it up front, see below)
 from fastapi import APIRouter, HTTPException, Query, Request, Response, status
 from sqlalchemy import func
 from sqlalchemy.orm import QueryableAttribute, load_only
@@ -32,7 +31,7 @@ from afpbench.workers.results import aggregation
 from afpbench.workers.store.models import Cell, Sweep, SweepStatus
 from afpbench.workers.sweeps import runs
 
-# Heavy modules (aggregation pulls in scipy) are imported here, not on first use: an import in a request
+# Heavy modules (aggregation, reports) are imported here, not on first use: an import in a request
 # thread competes for the GIL with the embedded worker's threads and can take many times longer.
 router = APIRouter(prefix="/sweeps", tags=["sweeps"], dependencies=Authorized)
 

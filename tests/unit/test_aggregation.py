@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from scipy.stats import beta
 from sqlmodel import func, select
 
 from afpbench.workers.cells.finish import aggregate_now
@@ -70,6 +69,7 @@ def test_pass_rate_counts_only_pass_and_fail_and_shows_every_excluded_state(db):
 
 def test_clopper_pearson_interval_is_exact_beta_quantiles(db):
     """Protocol (AP-1 statistics): k in n gets the exact Clopper-Pearson interval, not a normal approximation."""
+    beta = pytest.importorskip("scipy.stats").beta
     _build_mixed()
     c = _row(snapshot("sw1")["by_model_condition"], condition="C")
     low, high = c["pass_rate_ci95"]

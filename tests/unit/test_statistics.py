@@ -1,9 +1,15 @@
-"""Statistics (PROVENANCE.md "Statistics"): exact bounds, Clopper-Pearson, exact McNemar, paired CI."""
+"""Statistics (PROVENANCE.md "Statistics"): exact bounds, Clopper-Pearson, exact McNemar, paired CI.
+
+SciPy is a dev dependency only, the reference the tests compare with (the full grids: test_exact.py).
+"""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
+
 import pytest
-from scipy.stats import beta, binom
 
 from afpbench.scoring.statistics import (
     clopper_pearson,
@@ -22,7 +28,9 @@ def test_zero_failure_bound_at_n49_reads_5_9_percent():
 
 
 def test_zero_failure_bound_is_the_one_sided_clopper_pearson_bound():
-    for n in (1, 5, 49, 200):
+    """Rule: zero-failure bound: the exact one-sided bound, B(0.95; 1, n), up to n = 10^6."""
+    beta = pytest.importorskip("scipy.stats").beta
+    for n in (1, 5, 49, 200, 10**4, 10**6):
         assert zero_failure_upper_bound(n) == pytest.approx(beta.ppf(0.95, 1, n), rel=1e-9)
 
 
@@ -36,6 +44,8 @@ def test_rule_of_three_only_from_n30():
 
 def test_clopper_pearson_k3_n40_matches_beta_quantiles_and_tail_definition():
     """Rule: k failures use the exact Clopper-Pearson interval (Beta quantiles)."""
+    stats = pytest.importorskip("scipy.stats")
+    beta, binom = stats.beta, stats.binom
     low, high = clopper_pearson(3, 40)
     assert low == pytest.approx(beta.ppf(0.025, 3, 38), rel=1e-12)
     assert high == pytest.approx(beta.ppf(0.975, 4, 37), rel=1e-12)
@@ -97,3 +107,30 @@ def test_paired_difference_needs_pairs():
 
 def test_no_scored_runs():
     assert describe_failures(0, 0) == "no scored runs"
+
+
+def test_the_statistics_of_a_summary_never_import_scipy():
+    """Importing scipy.stats costs 0.6-1.7 s, most of a short run's aggregation: the summary path (rate
+    blocks, paired comparisons, exclusion balance) computes its exact statistics without it. A fresh
+    interpreter, so that other tests' imports do not count."""
+    code = textwrap.dedent("""
+        import sys
+        import afpbench.workers.results.aggregation
+        from afpbench.scoring.balance import exclusion_balance
+        from afpbench.scoring.rates import compare, rate_block
+        from afpbench.scoring.statistics import paired_difference
+
+        block = rate_block({"MODEL_PASS": 7, "MODEL_FAIL": 3})
+        assert block.pass_rate_ci95 is not None and 0 < block.pass_rate_ci95[0] < 0.7 < block.pass_rate_ci95[1] < 1
+        assert rate_block({"MODEL_PASS": 49}).failures.startswith("0/49; upper bound 5.9%")
+        test = compare("C", "B", {(True, True): 5, (True, False): 10, (False, True): 2, (False, False): 3})
+        assert abs(test.p_value - 158 / 4096) < 1e-12
+        paired_difference([(True, False)] * 3 + [(False, False)] * 4, confidence=0.9)
+        counts = {("h", "C"): {"GRADER_DISPUTE": 6, "MODEL_PASS": 4}, ("h", "B"): {"MODEL_PASS": 10}}
+        balance = exclusion_balance(counts, {"h": "m"}, [("C", "B")])
+        assert balance.comparisons[0].p_value is not None and balance.flagged == 1
+        loaded = sorted(m for m in sys.modules if m == "scipy" or m.startswith("scipy."))
+        assert not loaded, loaded
+    """)
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
