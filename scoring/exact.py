@@ -124,6 +124,12 @@ def binom_quantile_root(k: int, n: int, target: float, upper: bool) -> float:
     """
     if upper and not 1 <= k <= n or not upper and not 0 <= k < n or not 0 < target < 0.5:
         raise ValueError(f"no root for k={k}, n={n}, target={target}")
+    # Where the tail or its complement is one term (p^n, q^n) the root is closed: no iteration for the
+    # outer bounds at k = 0, 1, n-1, n, so every bound of a cell with n <= 2 (per-fixture cells are often that small).
+    if upper and k in (1, n):
+        return -math.expm1(math.log1p(-target) / n) if k == 1 else math.exp(math.log(target) / n)
+    if not upper and k in (0, n - 1):
+        return -math.expm1(math.log(target) / n) if k == 0 else math.exp(math.log1p(-target) / n)
     sign = 1.0 if upper else -1.0  # the tail grows with p for P[X >= k], shrinks for P[X <= k]
     lo, hi = (0.0, k / n) if upper else (k / n, 1.0)
     p = hi if upper else lo
