@@ -8,7 +8,10 @@ leaves the parent to gate its half, and no fork happens while another thread is 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +22,7 @@ from afpbench.scoring.validity import check_fixture
 from afpbench.scoring.vocabulary import afp_terms
 from afpbench.workers.sweeps import gate_run
 
+REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork") or (os.cpu_count() or 1) < 2, reason="needs fork, 2 cores")
 
 
@@ -49,7 +53,7 @@ def _gate():
     return gate, calls
 
 
-def test_the_split_gate_gives_exactly_the_one_process_reports_in_order():
+def split_gate_gives_the_one_process_reports() -> None:
     fixtures = _variants(gate_run.SPLIT_FROM_FIXTURES + 41)
     gate, calls = _gate()
     one = {fx.id: gate(fx) for fx in fixtures}
@@ -59,10 +63,10 @@ def test_the_split_gate_gives_exactly_the_one_process_reports_in_order():
     assert split == one
     assert any(not r["passed"] for r in split.values()) and any(r["passed"] for r in split.values())
     # The parent gated only its half: the rest came from the child (whose calls this list never sees).
-    assert len(calls) == len(fixtures) // 2
+    assert len(calls) == len(fixtures) // 2, f"{len(calls)} of {len(fixtures)} gated here: no split"
 
 
-def test_a_failing_helper_leaves_the_parent_to_gate_its_half():
+def failing_helper_leaves_the_parent_to_gate_its_half() -> None:
     fixtures = _variants(gate_run.SPLIT_FROM_FIXTURES)
     gate, calls = _gate()
     parent = os.getpid()
@@ -76,6 +80,22 @@ def test_a_failing_helper_leaves_the_parent_to_gate_its_half():
     assert list(reports) == [fx.id for fx in fixtures]
     assert len(calls) == len(fixtures)  # every fixture gated here after the child failed
     assert reports == {fx.id: gate(fx) for fx in fixtures}
+
+
+def _in_a_fresh_process(check: str) -> None:
+    """Run one of the checks above in a new interpreter: a test process has other threads alive (earlier
+    tests' lease keeper, HTTP deadlines...), and with any other thread the gate rightly never forks."""
+    code = f"import tests.unit.test_gate_run as t; t.{check}()"
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def test_the_split_gate_gives_exactly_the_one_process_reports_in_order():
+    _in_a_fresh_process("split_gate_gives_the_one_process_reports")
+
+
+def test_a_failing_helper_leaves_the_parent_to_gate_its_half():
+    _in_a_fresh_process("failing_helper_leaves_the_parent_to_gate_its_half")
 
 
 def test_no_fork_while_another_thread_is_alive():
