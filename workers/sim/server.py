@@ -290,8 +290,10 @@ class SimServer:
 def serve_forever(config: SimConfig, host: str = "127.0.0.1", port: int = 8765) -> None:
     """Run in the foreground until Ctrl-C (for `afpbench sim`)."""
     server = SimServer(config, host, port).start()
-    print(f"afpbench-sim: SIMULATED model server (not a real provider) at {server.base_url}", flush=True)
     try:
+        # The banner inside the try: a client that reads it and presses Ctrl-C at once (the server thread
+        # already answers) must not find this thread still before the handler (seen on a loaded machine).
+        print(f"afpbench-sim: SIMULATED model server (not a real provider) at {server.base_url}", flush=True)
         while server._thread is not None and server._thread.is_alive():
             server._thread.join(0.5)
     except KeyboardInterrupt:
