@@ -26,7 +26,7 @@ from afpbench.scoring.calculator import CalculatorError, evaluate, shown_result
 from afpbench.scoring.render import render
 from afpbench.workers.cells.claim import CellRow
 from afpbench.workers.cells.lease import Hold
-from afpbench.workers.cells.time_limits import execution_limits, slot_lease_s
+from afpbench.workers.cells.time_limits import slot_lease_s, sweep_execution_limits
 from afpbench.workers.limits.base import Grant, Limiter, pool_limits, pool_of
 from afpbench.workers.limits.shared import get_limiter
 from afpbench.workers.providers.endpoints import endpoint_for
@@ -155,10 +155,9 @@ def converse(
             break
         if round_no > 1:
             # The thread pool does not enforce Celery's hard time limit, so the conversation does: a
-            # round that could overrun it (waiting for its slot included) is not started. A second round
-            # means this fixture offers a tool, so the limit is the one its execute message carries
-            # (time_limits.py: every tool round), not a constant a raised timeout_s outgrows.
-            hard_limit_s = execution_limits(model, settings.max_tool_rounds, settings).hard_s
+            # round that could overrun it (waiting for its slot included) is not started. The limit is the
+            # one its execute message carries (time_limits.py), not a constant a raised timeout_s outgrows.
+            hard_limit_s = sweep_execution_limits(inputs, model, settings).hard_s
             spare = (hard_limit_s - (time.monotonic() - started)
                      - endpoint.connect_timeout_s - endpoint.timeout_s)
             if spare <= 0:
