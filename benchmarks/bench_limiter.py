@@ -17,6 +17,7 @@ from pathlib import Path
 
 from harness import (
     AFPBENCH,
+    compile_bytecode,
     distributed_services,
     emit,
     machine,
@@ -39,6 +40,7 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=8)
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
+    compile_bytecode()
     before = machine()
     with tempfile.TemporaryDirectory(prefix="afp-bench-") as tmp:
         work = Path(tmp)

@@ -23,7 +23,17 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness import AFPBENCH, REPO, distributed_services, emit, machine, make_fixtures, sim_process, write_spec
+from harness import (
+    AFPBENCH,
+    REPO,
+    compile_bytecode,
+    distributed_services,
+    emit,
+    machine,
+    make_fixtures,
+    sim_process,
+    write_spec,
+)
 
 
 def count_cells(database_url: str, sweep_id: str, trace: Path) -> dict:
@@ -84,6 +94,7 @@ def main() -> None:
     ap.add_argument("--cells", type=int, default=200)
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
+    compile_bytecode()
     figures: dict = {"machine_before": machine()}
     with tempfile.TemporaryDirectory(prefix="afp-rt-") as tmp, distributed_services() as (db, env):
         work = Path(tmp)

@@ -25,6 +25,7 @@ from pathlib import Path
 from harness import (
     REDIS_URL,
     REPO,
+    compile_bytecode,
     distributed_services,
     emit,
     machine,
@@ -67,6 +68,7 @@ def main() -> None:
     ap.add_argument("--worker-seconds", type=float, default=60.0)
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
+    compile_bytecode()
     before = machine()
     conditions = args.conditions.split(",")
     with tempfile.TemporaryDirectory(prefix="afp-bench-") as tmp:

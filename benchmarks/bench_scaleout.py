@@ -20,6 +20,7 @@ from pathlib import Path
 
 from harness import (
     AFPBENCH,
+    compile_bytecode,
     distributed_services,
     emit,
     machine,
@@ -40,6 +41,7 @@ def main() -> None:
     ap.add_argument("--counts", default="1,2,4")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
+    compile_bytecode()
     figures: dict = {"machine_before": machine(), "n": args.n, "latency_ms": args.latency_ms,
                      "concurrency_per_worker": args.concurrency, "runs": {}}
     with tempfile.TemporaryDirectory(prefix="afp-bench-") as tmp:

@@ -45,6 +45,7 @@ from harness import (
     REPO,
     CpuSampler,
     afp_env,
+    compile_bytecode,
     distributed_services,
     emit,
     machine,
@@ -155,6 +156,7 @@ def main() -> None:
     ap.add_argument("--harnesses", default="embedded,distributed,inspect,promptfoo")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
+    compile_bytecode()
     harnesses = args.harnesses.split(",")
     c = args.concurrency
     figures: dict = {"prompts": args.prompts, "concurrency": c, "rounds": args.rounds,

@@ -28,6 +28,7 @@ from harness import (
     INSPECT_VENV,
     REPO,
     afp_env,
+    compile_bytecode,
     distributed_services,
     emit,
     machine,
@@ -114,6 +115,7 @@ def main() -> None:
     ap.add_argument("--modes", default="inspect,embedded,distributed")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
+    compile_bytecode()
     modes = args.modes.split(",")
     figures: dict = {"prompts": args.prompts, "concurrency": args.concurrency, "machine_before": machine(),
                      "runs": {}}

@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from harness import compile_bytecode
+
 
 def add_version_options(ap: argparse.ArgumentParser, rounds: int) -> None:
     ap.add_argument("--rounds", type=int, default=rounds)
@@ -14,5 +16,7 @@ def add_version_options(ap: argparse.ArgumentParser, rounds: int) -> None:
 
 
 def interpreters(args: argparse.Namespace) -> dict[str, str]:
-    """"this" (the interpreter running the benchmark) and, with --python, "other"."""
-    return {"this": sys.executable} | ({"other": args.python} if args.python else {})
+    """"this" (the interpreter running the benchmark) and, with --python, "other"; both checkouts
+    compiled to bytecode first (harness.compile_bytecode)."""
+    pythons = {"this": sys.executable} | ({"other": args.python} if args.python else {})
+    return {name: compile_bytecode(python) for name, python in pythons.items()}

@@ -22,7 +22,17 @@ from sqlmodel import SQLModel
 from afpbench.scoring.states import ResultState
 from afpbench.workers.settings import get_settings
 from afpbench.workers.store.db import autocommit
-from afpbench.workers.store.models import Attempt, Cell, Phase, Result, Sweep, SweepStatus, cell_key, utcnow
+from afpbench.workers.store.models import (
+    Attempt,
+    Cell,
+    Phase,
+    Result,
+    Sweep,
+    SweepStatus,
+    cell_key,
+    phase_in,
+    utcnow,
+)
 from afpbench.workers.sweeps.inputs import SweepInputs, inputs_for, validity_for
 
 # Outcomes of an attempt row that has no provider answer recorded (not OutcomeClass values).
@@ -58,7 +68,7 @@ CELL, ATTEMPT, RESULT, SWEEP = _table(Cell), _table(Attempt), _table(Result), _t
 # The hot path's statements are built once (compiled once, cache key memoised) and run on a Core
 # connection: per cell that is a read, a claim and a record transaction, a few hundred microseconds each.
 CLAIMABLE = or_(  # not started, waiting for a retry, or held under a lease that has run out
-    CELL.c.phase.in_([Phase.pending.value, Phase.queued.value]),
+    phase_in(CELL.c.phase, [Phase.pending, Phase.queued]),
     (CELL.c.phase == Phase.executing.value) & (CELL.c.lease_until < bindparam("b_now")),
 )
 # The sweep's cancel is read in the claim itself: round one of a try is sent right after it, so this is

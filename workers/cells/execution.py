@@ -44,7 +44,7 @@ from afpbench.workers.providers.endpoints import endpoint_for
 from afpbench.workers.providers.types import AdapterResult
 from afpbench.workers.redact import mask_secrets
 from afpbench.workers.settings import get_settings
-from afpbench.workers.store.db import get_engine, transaction
+from afpbench.workers.store.db import for_reads, get_engine, transaction
 from afpbench.workers.store.lossless import fit, storable, storable_text
 from afpbench.workers.store.models import Phase, Result, SweepStatus, as_utc, utcnow
 from afpbench.workers.sweeps.inputs import SweepInputs
@@ -273,9 +273,8 @@ def _commit(
         if isinstance(decision, Finished):
             # After the commit, on the same connection: does the sweep still have an open cell? Only a
             # task that sees none goes on to claim the aggregate (claim_aggregate checks again). In
-            # autocommit: one statement, no transaction (no BEGIN and ROLLBACK round trips).
-            conn.execution_options(isolation_level="AUTOCOMMIT")
-            decision = replace(decision, sweep_open=any_open(conn, cell.sweep_id))
+            # autocommit on PostgreSQL: one statement, no transaction (no BEGIN and ROLLBACK round trips).
+            decision = replace(decision, sweep_open=any_open(for_reads(conn), cell.sweep_id))
     return decision
 
 

@@ -11,11 +11,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import JSON, Column, Index, Text, UniqueConstraint
+from sqlalchemy import JSON, Column, ColumnElement, Index, Text, UniqueConstraint, literal_column
 from sqlmodel import Field, SQLModel
 
 
@@ -42,6 +43,13 @@ class Phase(StrEnum):
     awaiting_score = "awaiting_score"  # raw output stored, scoring to do
     scoring = "scoring"
     done = "done"  # a final result state is recorded
+
+
+def phase_in(column: Any, phases: Iterable[Phase]) -> ColumnElement[bool]:
+    """`column IN ('pending', 'queued', ...)` with the phases written into the SQL. The hot path's
+    statements are built once; an IN list of bound values is expanded again at every execution (about
+    40 µs of each per-cell statement). The phases are this enum's own constants, never input."""
+    return column.in_([literal_column(f"'{Phase(p).value}'") for p in phases])
 
 
 class SweepStatus(StrEnum):
