@@ -80,9 +80,9 @@ ExecutionDecision = ScoreNext | RetryLater | Finished
 
 
 def _model_of(inputs: SweepInputs, cell: CellRow) -> ModelSpec:
-    for m in inputs.spec.models:
-        if m.model_hash == cell.model_hash:
-            return m
+    model = inputs.models_by_hash.get(cell.model_hash)
+    if model is not None:
+        return model
     raise LookupError(f"cell {cell.id}: no model with hash {cell.model_hash} in sweep {cell.sweep_id}")
 
 

@@ -132,6 +132,9 @@ def _serialise_sqlite_writers(engine: Engine) -> None:
 
 def get_engine(url: str | None = None) -> Engine:
     url = url or get_settings().database_url
+    engine = _engines.get(url)  # built already: no lock (several per cell); building is under the lock
+    if engine is not None:
+        return engine
     with _lock:
         engine = _engines.get(url)
         if engine is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from sqlmodel import select
@@ -39,7 +40,7 @@ from afpbench.workers.store.models import Sweep
 from afpbench.workers.sweeps.fixture_map import CAPACITY, LazyFixtures
 from afpbench.workers.sweeps.seal import SealInputs
 from afpbench.workers.sweeps.sources import FixtureSource, InstructionSource, JudgePromptSource, catalogue_entry
-from afpbench.workers.sweeps.spec import SweepSpec, parse_spec
+from afpbench.workers.sweeps.spec import ModelSpec, SweepSpec, parse_spec
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,11 @@ class SweepInputs:
 
     def seal_inputs(self) -> SealInputs:
         return SealInputs(self.spec, self.fixture_files, self.instructions, self.judge_prompt)
+
+    @cached_property
+    def models_by_hash(self) -> dict[str, ModelSpec]:
+        """The sweep's models by `model_hash` (what a cell row names): hashed once per sweep, not per cell."""
+        return {m.model_hash: m for m in self.spec.models}
 
     def to_json(self) -> dict[str, Any]:
         return {
