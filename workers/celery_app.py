@@ -80,7 +80,7 @@ def make_app() -> Celery:
     return app
 
 
-def _survive_broker_loss() -> None:
+def survive_broker_loss() -> None:
     """When the Redis broker goes away, the worker closes its
     channel and tries to push its unacknowledged messages back; with the connection already released
     that raises AttributeError, which Celery takes for an unrecoverable error, and the worker exits.
@@ -151,7 +151,10 @@ def _reuse_redis_client(kombu_redis) -> None:
     kombu_redis.Channel.conn_or_acquire = conn_or_acquire  # type: ignore[method-assign]  # deliberate monkeypatch
 
 
-_survive_broker_loss()
+if not get_settings().embedded:
+    # The embedded broker is kombu's in-memory transport: the Redis transport and redis-py (~130 ms of
+    # imports) are loaded only for a broker that can go away.
+    survive_broker_loss()
 app = make_app()
 # Thread-pool workers resolve retries through the default app; without this a retry published to
 # Celery's built-in default broker (amqp://localhost) instead of ours.

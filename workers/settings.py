@@ -60,6 +60,12 @@ class Settings(BaseSettings):
             return self.redis_url
         return self.broker_url if self.broker_url.startswith(("redis://", "rediss://")) else None
 
+    @property
+    def may_use_redis(self) -> bool:
+        """Whether this process may talk to Redis (a broker other than the in-memory one, or a Redis
+        limiter). False only in the plain embedded mode, which then never imports the Redis client."""
+        return not self.embedded or self.limiter_redis_url is not None
+
     def database_url_safe(self) -> str:
         """The database URL with any password hidden, for output and logs."""
         # Imported here: every command reads the settings, and SQLAlchemy costs `afpbench --help` ~0.2 s.

@@ -10,8 +10,6 @@ import logging
 import os
 import socket
 
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 from sqlalchemy.exc import InterfaceError, OperationalError
 
 from afpbench.workers.celery_app import AGGREGATE, EXECUTE, RECONCILE, SCORE, app, send
@@ -31,9 +29,21 @@ def _worker_name(task) -> str:
     return f"{task.request.hostname or WORKER_ID}"
 
 
-# The database (or the limiter's Redis) went away: restart, failover, network. The open transaction
-# was rolled back whole, so the task is retried later with backoff and finds in SQL what is left to do.
-DATABASE_UNAVAILABLE = (OperationalError, InterfaceError, RedisConnectionError, RedisTimeoutError)
+def _unavailable_errors() -> tuple[type[Exception], ...]:
+    """The errors of a database (or of the limiter's or broker's Redis) that went away: restart, failover,
+    network. The open transaction was rolled back whole, so the task is retried later with backoff and
+    finds in SQL what is left to do. The Redis errors count whenever this process may use Redis; the plain
+    embedded mode has none to catch and never imports the Redis client (~130 ms)."""
+    if not get_settings().may_use_redis:
+        return (OperationalError, InterfaceError)
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+
+    return (OperationalError, InterfaceError, RedisConnectionError, RedisTimeoutError)
+
+
+# Resolved once, from the same settings the Celery app was configured with (workers/celery_app.py).
+DATABASE_UNAVAILABLE = _unavailable_errors()
 
 
 def _countdown(delay_s: float) -> float:

@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from afpbench.workers.sim import FaultConfig, SimServer
-from afpbench.workers.sim.server import SimConfig
+from afpbench.workers.sim.server import FaultConfig, SimConfig, SimServer
 from tests.e2e.test_cli_errors import afpbench, one_line_error, row_count, write_spec
 from tests.faults import fault_server as fs
 from tests.faults.harness import SweepRun, http_model, run_sweep, sim_model

@@ -1,6 +1,6 @@
 """A worker survives acks and rejects sent while the Redis broker is gone (docs/RELIABILITY.md: broker
 loss). Kombu's own QoS raises ConnectionError there, which Celery takes for a fatal error and the worker
-exits; workers/celery_app.py:_survive_broker_loss makes both calls log and return, since the message either
+exits; workers/celery_app.py:survive_broker_loss makes both calls log and return, since the message either
 went with the broker or comes back after the visibility timeout to an idempotent task."""
 
 from __future__ import annotations
@@ -12,7 +12,10 @@ import pytest
 import redis
 from kombu import Connection
 
-import afpbench.workers.celery_app  # noqa: F401  (importing it applies the guards)
+from afpbench.workers.celery_app import survive_broker_loss
+
+# Importing the app applies the guards for a Redis broker; the tests run with the embedded settings.
+survive_broker_loss()
 
 pytestmark = pytest.mark.integration
 

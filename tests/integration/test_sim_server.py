@@ -22,7 +22,7 @@ import requests
 from afpbench.fixtures.loader import load_fixture
 from afpbench.scoring.judge import Judgement, build_judge_messages, read_judgement
 from afpbench.scoring.render import CALCULATOR_TOOL, render
-from afpbench.workers.sim import FaultConfig, SimConfig, SimServer
+from afpbench.workers.sim.server import FaultConfig, SimConfig, SimServer
 
 FIXTURE_YAML = """
 id: S01
@@ -388,7 +388,7 @@ def test_serve_forever_stops_cleanly_on_ctrl_c():
     """The CLI's foreground server: announces itself as simulated, serves, and exits 0 on SIGINT."""
     root = Path(__file__).resolve().parents[2]
     code = (
-        "from workers.sim import SimConfig, serve_forever; "
+        "from workers.sim.server import SimConfig, serve_forever; "
         "serve_forever(SimConfig(plain=True), '127.0.0.1', 0)"
     )
     env = {**os.environ, "PYTHONPATH": str(root)}

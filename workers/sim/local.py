@@ -11,8 +11,6 @@ from urllib.parse import urlparse
 
 from afpbench.workers.errors import SettingsError
 from afpbench.workers.settings import Settings
-from afpbench.workers.sim.faults import FaultConfig
-from afpbench.workers.sim.server import SimConfig, SimServer
 from afpbench.workers.sweeps.spec import ModelSpec
 
 log = logging.getLogger("afpbench.sim")
@@ -27,6 +25,10 @@ def start_local_sim(stack: ExitStack, settings: Settings) -> str:
 
     Embedded mode: a private sim on a free port (settings.sim_url points at it). Distributed: a sim at
     AFP_SIM_URL, which workers on this machine reach, unless one already listens there."""
+    # Imported here: a run whose models all have a base_url never loads the server (~20 ms of imports).
+    from afpbench.workers.sim.faults import FaultConfig
+    from afpbench.workers.sim.server import SimConfig, SimServer
+
     config = SimConfig(faults=FaultConfig())
     if settings.embedded:
         server = stack.enter_context(SimServer(config).start())

@@ -20,7 +20,7 @@ from sqlmodel import Session, create_engine
 from afpbench.workers.errors import DatabaseConfigError, ServiceUnavailable
 from afpbench.workers.settings import get_settings
 from afpbench.workers.store import models  # noqa: F401  (registers the tables)
-from afpbench.workers.store.migrate import ensure_schema
+from afpbench.workers.store.schema_version import at_head
 
 _engines: dict[str, Engine] = {}
 _lock = threading.Lock()
@@ -159,8 +159,12 @@ def get_engine(url: str | None = None) -> Engine:
             engine = create_engine(url, pool_pre_ping=_pre_ping, pool_size=_pool_size, max_overflow=60)
         # The schema comes from the migrations (store/migrations/), never from create_all: SQLite and a
         # fresh PostgreSQL are brought to head here; a database behind the code raises SchemaBehind.
+        # Alembic is imported only then: a database already at head is told by one query.
         try:
-            ensure_schema(engine)
+            if not at_head(engine):
+                from afpbench.workers.store.migrate import ensure_schema
+
+                ensure_schema(engine)
         except BaseException:
             engine.dispose()
             raise

@@ -7,7 +7,8 @@ workers/migrations/versions/ and `afpbench db upgrade` on each deployment.
 - `upgrade(url)` brings a database to the newest revision (head), one process at a time.
 - `current_revision(url)` / `head_revision()`: where the database is, and where this code is.
 - `check_schema_current(engine)` refuses a database that is behind (or ahead of) the code.
-- `ensure_schema(engine)` is what the engine factory runs once per engine.
+- `ensure_schema(engine)` is what the engine factory runs once per engine whose schema is not already at
+  head (workers/store/schema_version.py answers that without importing this module).
 - `schema_differences(engine)`: what a migration would still have to change (empty = no drift).
 """
 
@@ -15,8 +16,6 @@ from __future__ import annotations
 
 import hashlib
 from functools import lru_cache
-from importlib import resources
-from pathlib import Path
 
 from alembic import command
 from alembic.autogenerate import compare_metadata
@@ -30,10 +29,8 @@ from sqlmodel import SQLModel
 from afpbench.workers.errors import SchemaAhead, SchemaBehind, SchemaMismatch
 from afpbench.workers.settings import get_settings
 from afpbench.workers.store import models  # noqa: F401  (registers the tables on SQLModel.metadata)
+from afpbench.workers.store.schema_version import MIGRATIONS_DIR, VERSION_TABLE
 
-# Alembic wants a directory on disk: the package data of an installed (or editable) afpbench.
-MIGRATIONS_DIR = Path(str(resources.files("afpbench.workers.store").joinpath("migrations")))
-VERSION_TABLE = "alembic_version"
 # The revision that creates the tables below; a database holding exactly these tables without a version
 # table was made by create_all before migrations existed, and is adopted by stamping it at this revision.
 INITIAL_REVISION = "0001"
