@@ -44,3 +44,17 @@ def test_a_key_brought_in_by_a_merge_may_be_overridden_once():
 def test_a_bad_date_is_a_fixture_error_naming_the_file():
     with pytest.raises(FixtureError, match=r"^P01\.yaml: not valid YAML: a value cannot be read \(month must"):
         parse_fixture(FixtureFile("P01.yaml", "id: P01\ndate: 2024-13-01\n"))
+
+
+@pytest.mark.parametrize("value", ["!!timestamp x", "!!bool x", "!!set [1]"])
+def test_a_value_that_does_not_fit_its_tag_is_a_fixture_error_naming_the_file(value):
+    # PyYAML's constructors fail bare on these (AttributeError, KeyError, TypeError): the user gets one line.
+    with pytest.raises(FixtureError, match=r"^P01\.yaml: not valid YAML: a value does not fit its explicit tag"):
+        parse_fixture(FixtureFile("P01.yaml", f"id: P01\ntask: {value}\n"))
+
+
+@pytest.mark.parametrize(("text", "loaded"), [("a: !!timestamp 2024-01-02", "2024-01-02"), ("a: !!bool yes", True),
+                                              ("a: !!set {x: null}", {"x"})])
+def test_a_value_that_fits_its_tag_still_loads(text, loaded):
+    value = load_yaml(text)["a"]
+    assert (value.isoformat() if hasattr(value, "isoformat") else value) == loaded
