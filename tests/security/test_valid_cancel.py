@@ -258,3 +258,41 @@ def test_a_cancelled_sweeps_cell_is_never_claimed(settings_env, sqlite_url, sim)
         with celery_app.connection_for_write() as conn:  # no worker here: drop what was enqueued
             for queue in QUEUES:
                 conn.default_channel.queue_purge(queue)
+
+
+def test_a_cancel_between_read_and_claim_finishes_the_message_at_once(settings_env, sqlite_url, sim, monkeypatch):
+    """Rule: a cancelled sweep's message ends without a try. When the cancel lands after the task read
+    the cell (status still running) and before its claim, the refused claim is told from a cell another
+    worker holds: the message finishes "sweep cancelled" at once instead of coming back in 5 s."""
+    from afpbench.workers.celery_app import QUEUES
+    from afpbench.workers.celery_app import app as celery_app
+    from afpbench.workers.cells import execution
+    from afpbench.workers.store.db import session_scope
+    from afpbench.workers.store.models import Attempt, Cell
+    from afpbench.workers.sweeps import runs
+    from afpbench.workers.sweeps.spec import parse_spec
+
+    settings_env(AFP_DATABASE_URL=sqlite_url, AFP_BROKER_URL="memory://")
+    spec = parse_spec({"models": [{"provider": "sim", "model": "sim-1", "base_url": sim.base_url}],
+                       "judges": [], "conditions": ["A"], "fixtures": {"only": ["P01"]}})
+    requests_before = sim.stats()["requests"]
+    real_claim = execution.claim
+
+    def cancel_then_claim(*args, **kwargs):  # the cancel lands in the window between the read and the claim
+        runs.cancel(sweep_id)
+        return real_claim(*args, **kwargs)
+
+    try:
+        sweep_id = runs.start_sweep(spec)
+        with session_scope() as session:
+            (cell_id,) = session.exec(select(Cell.id).where(Cell.sweep_id == sweep_id)).all()
+        monkeypatch.setattr(execution, "claim", cancel_then_claim)
+        decision = execution.execute_cell(cell_id, "valid-test")
+        assert isinstance(decision, execution.Finished) and decision.reason == "sweep cancelled", decision
+        with session_scope() as session:
+            assert session.exec(select(Attempt).where(Attempt.cell_id == cell_id)).all() == []
+        assert sim.stats()["requests"] == requests_before
+    finally:
+        with celery_app.connection_for_write() as conn:
+            for queue in QUEUES:
+                conn.default_channel.queue_purge(queue)

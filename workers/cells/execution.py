@@ -48,6 +48,7 @@ from afpbench.workers.store.db import for_reads, get_engine, transaction
 from afpbench.workers.store.lossless import fit, storable, storable_text
 from afpbench.workers.store.models import Phase, Result, SweepStatus, as_utc, utcnow
 from afpbench.workers.sweeps.inputs import SweepInputs
+from afpbench.workers.sweeps.progress import is_cancelled
 from afpbench.workers.sweeps.spec import ModelSpec
 
 log = logging.getLogger(__name__)
@@ -127,7 +128,9 @@ def execute_cell(
         limiter.refund(pool, limits, estimate)
         if isinstance(claimed, Exhausted):  # due again with its budget spent: now done, INFRA_ERROR
             return Finished(ResultState.INFRA_ERROR.value, claimed.reason, cell.sweep_id)
-        return RetryLater(5.0, "claimed by another worker, or the sweep was cancelled")
+        if is_cancelled(cell.sweep_id):  # a read only on this rare path: the claim refused a cancelled sweep
+            return Finished(None, "sweep cancelled")
+        return RetryLater(5.0, "claimed by another worker")
     # The claim's lease (AFP_LEASE_EXPIRY_S, longer than the broker's visibility timeout) is renewed
     # while the try runs (lease.py): a duplicate of this message, or the broker's redelivery of it,
     # finds the cell held however long the call takes on a loaded machine.
