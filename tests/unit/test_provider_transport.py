@@ -59,3 +59,24 @@ def test_send_settings_are_the_sessions_merged_environment_settings(monkeypatch)
     assert _send_settings(session) == expected
     assert expected["proxies"].get("http") == "http://proxy.invalid:3128"
     close_thread_sessions()
+
+
+def test_request_building_faults_keep_their_messages():
+    """Rule: a bad key or base_url found while the request is built is still a clear auth_error fault
+    (the request is now prepared inside post_json's fault mapping, not inside Session.post)."""
+    from afpbench.workers.providers.transport import post_json
+    from afpbench.workers.providers.types import Endpoint, OutcomeClass
+
+    close_thread_sessions()
+    endpoint = Endpoint("openai-compatible", "m", "http://127.0.0.1:9/v1", None, timeout_s=1, connect_timeout_s=1)
+    bad_key = PreparedCall("POST", "http://127.0.0.1:9/v1/chat/completions",
+                           {"Authorization": "Bearer sk-abc\nInjected: 1"}, {"m": 1})
+    outcome = post_json(endpoint, bad_key)
+    assert outcome.fault == "invalid header value: the API key contains whitespace or a line break"
+    assert outcome.fault_class is OutcomeClass.auth_error
+    no_scheme = PreparedCall("POST", "not a url/chat/completions", {}, {"m": 1})
+    outcome = post_json(Endpoint("openai-compatible", "m", "not a url", None), no_scheme)
+    # The message as Session.post gave it (checked against the code before this change).
+    assert outcome.fault == "invalid base_url: Failed to parse: Host 'not a url' contains invalid character ' '"
+    assert outcome.fault_class is OutcomeClass.auth_error
+    close_thread_sessions()
