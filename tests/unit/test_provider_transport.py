@@ -32,6 +32,9 @@ def test_prepared_request_is_what_session_post_sends(monkeypatch):
         {"model": "m", "messages": [{"role": "user", "content": "h\u00e9llo \u2603"}], "n": 1, "t": 0.5},
     )
     _same(_prepared_request(session, call), _as_session_post_would(session, call))
+    dropping = PreparedCall("POST", call.url, {"Accept-Encoding": None, "X-Afpbench-Cell": "c"}, {"m": 1})
+    _same(_prepared_request(session, dropping), _as_session_post_would(session, dropping))
+    assert "Accept-Encoding" not in _prepared_request(session, dropping).headers
     close_thread_sessions()
 
 
