@@ -43,6 +43,23 @@ _PATTERNS: list[re.Pattern[str]] = [
     ),
 ]
 _KEEP_PREFIX = r"\1" + MASK
+# Necessary conditions of the patterns above, cheap to search for: a provider prefix, or a key word right
+# before its separator. Text with neither is text no pattern changes, so most stored text (every response
+# body, header values) skips the nine `sub`s. The key words are read in the lower-cased text: lower()
+# folds what IGNORECASE matches for their letters, the Kelvin sign included, except the long s. Counters
+# such as "prompt_tokens": 12 do not count ("tokens" is no key word before a separator). One search per
+# word, each starting with its literal (the engine skips ahead to it): an alternation was 8x slower.
+_PREFIXES = ("sk-", "AIza", "gsk_", "hf_", "xai-", "eyJ")
+_KEY_WORDS = (re.compile(r"bearer\s"),
+              *(re.compile(word + r"[\"']?\s*[:=]") for word in ("key", "token", "secret", "password")))
+
+
+def _may_match_a_pattern(text: str) -> bool:
+    if any(prefix in text for prefix in _PREFIXES):
+        return True
+    lowered = text.lower().replace("\u017f", "s")
+    return any(word.search(lowered) is not None for word in _KEY_WORDS)
+
 
 # Request/response headers that carry credentials or session state; never stored.
 _SECRET_HEADERS = frozenset(
@@ -141,6 +158,8 @@ def mask_secrets(text: str, known: Iterable[str] = ()) -> str:
     else:
         for value in sorted(values, key=len, reverse=True):
             text = text.replace(value, MASK)
+    if not _may_match_a_pattern(text):
+        return text
     for pattern in _PATTERNS:
         text = pattern.sub(_KEEP_PREFIX, text)
     return text

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from afpbench.workers.redact import MASK, is_secret_header, mask_known, mask_secrets, scrub_headers
 
@@ -117,3 +119,62 @@ def test_scrub_headers_drops_credentials_case_insensitively():
 )
 def test_is_secret_header(name, secret):
     assert is_secret_header(name) is secret
+
+
+# --- the candidate pre-check (redact._may_match_a_pattern) ----------------------------------------
+
+def _every_pattern(text: str) -> str:
+    """What mask_secrets' pattern pass did before the pre-check: every pattern, always."""
+    from afpbench.workers.redact import _KEEP_PREFIX, _PATTERNS
+
+    for pattern in _PATTERNS:
+        text = pattern.sub(_KEEP_PREFIX, text)
+    return text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "key sk-ant-api03-abcdefghijkl here",
+        "sk-0123456789abcdefAB",
+        "AIza" + "x" * 30,
+        "gsk_" + "a" * 20,
+        "hf_" + "b" * 20,
+        "xai-" + "c" * 20,
+        "eyJhbGciOiJI.eyJzdWIiOiIx.SflKxwRJSMeKK",
+        "BEARER abcdefgh",
+        "Bearer\tabcdefgh==",
+        'API_KEY = "abcdefghij0123456789"',
+        "x-goog-api-key:'abcdefghij0123456789zz'",
+        "password=abc/def+ghi.jkl-0123456789",
+        # IGNORECASE folds the Kelvin sign to k and the long s to s: the pattern masks these, so the
+        # pre-check must not skip them.
+        "\u212aey=abcdefghij0123456789",
+        "\u017fecret: ABCDEFGHIJ0123456789",
+        "token=\u212a" + "a1" * 10,
+    ],
+)
+def test_precheck_lets_through_every_text_a_pattern_masks(text):
+    """Rule: the pre-check only skips text no pattern changes; every pattern still masks."""
+    assert _every_pattern(text) != text, "the sample must be one a pattern masks"
+    assert mask_secrets(text) == _every_pattern(text)
+
+
+def test_precheck_skips_usage_counters():
+    """The per-response case the pre-check is for: a body whose only key words are counters."""
+    from afpbench.workers.redact import _may_match_a_pattern
+
+    body = '{"usage": {"prompt_tokens": 812, "completion_tokens": 20, "total_tokens": 832}, "model": "m"}'
+    assert not _may_match_a_pattern(body)
+
+
+_FRAGMENTS = ["sk-", "ant-", "AIza", "gsk_", "hf_", "xai-", "eyJ", ".", "Bearer", "bearer ", " ", "\t", "key",
+              "TOKEN", "secret", "pass", "word", "\u212a", "\u017f", "=", ":", '"', "'", "a1", "Z9", "_", "-", "/",
+              "+", "abcdefgh", "01234567", "\u00e9", "\n", "\u0130", "\u0131", "\u03a3"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_FRAGMENTS), max_size=40).map("".join))
+def test_precheck_never_changes_a_result(text):
+    """Rule: mask_secrets with the pre-check equals every pattern applied in turn, on any text."""
+    assert mask_secrets(text) == _every_pattern(text)
