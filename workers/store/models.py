@@ -45,7 +45,7 @@ class Phase(StrEnum):
     done = "done"  # a final result state is recorded
 
 
-def phase_in(column: Any, phases: Iterable[Phase]) -> ColumnElement[bool]:
+def phase_in(column: Any, phases: Iterable[str]) -> ColumnElement[bool]:
     """`column IN ('pending', 'queued', ...)` with the phases written into the SQL. The hot path's
     statements are built once; an IN list of bound values is expanded again at every execution (about
     40 µs of each per-cell statement). The phases are this enum's own constants, never input."""
