@@ -9,6 +9,7 @@ thread is alive.
 
 from __future__ import annotations
 
+import gc
 import os
 import pickle
 import shutil
@@ -155,6 +156,7 @@ def split_prepare_gives_the_one_process_fixtures_and_reports(generated: str) -> 
     with _counting_parses() as parses:
         inputs = load_inputs(_spec(directory), with_validity=True)
     assert len(parses) == n // 2, f"{len(parses)} of {n} parsed here: no split"
+    assert gc.isenabled()  # switched off only while the child's fixtures are unpickled
     assert list(inputs.fixtures.values()) == fixtures
     assert list(inputs.validity) == list(reports) and inputs.validity == reports
     assert validity_reports(inputs) == reports
