@@ -14,13 +14,9 @@ from dataclasses import dataclass, field
 from sqlalchemy import insert
 from sqlmodel import Session
 
-from afpbench.fixtures.schema import Fixture
-from afpbench.scoring.render import render
 from afpbench.scoring.states import ResultState
-from afpbench.scoring.validity import check_fixture
-from afpbench.scoring.vocabulary import afp_terms
 from afpbench.workers.store.models import Cell, Phase, Sweep, utcnow
-from afpbench.workers.sweeps.gate_run import gate_all
+from afpbench.workers.sweeps.gate_run import fixture_gate, gate_all
 from afpbench.workers.sweeps.inputs import SweepInputs, inputs_for_sweep, load_inputs
 from afpbench.workers.sweeps.seal import afpbench_version, changed_components, seal_components, seal_hash
 from afpbench.workers.sweeps.spec import SweepSpec
@@ -72,19 +68,15 @@ def plan_cells(spec: SweepSpec, inputs: SweepInputs) -> Plan:
 
 
 def validity_reports(inputs: SweepInputs) -> dict[str, dict]:
-    """Run the validity gate on every fixture against the prompts of every condition."""
-    terms = afp_terms([inputs.instructions.text("C"), inputs.instructions.text("D")])
-
-    def gate(fx: Fixture) -> dict:
-        prompts = {c: render(c, fx, inputs.instructions.text(c)) for c in ("A", "B", "C", "D")}
-        report = check_fixture(fx, prompts, terms, inputs.judge_prompt)
-        return {"passed": report.passed, "failures": [{"check": f.check, "detail": f.detail} for f in report.failures]}
-
-    return gate_all(list(inputs.fixtures.values()), gate)  # on two cores when that is safe (gate_run.py)
+    """The validity gate of every fixture against the prompts of every condition: the reports load_inputs
+    computed with the parse when it did, else gated now (on two cores when that is safe: gate_run.py)."""
+    if inputs.validity is not None and list(inputs.validity) == list(inputs.fixtures):
+        return dict(inputs.validity)
+    return gate_all(list(inputs.fixtures.values()), fixture_gate(inputs.instructions, inputs.judge_prompt))
 
 
 def create_sweep(session: Session, spec: SweepSpec, inputs: SweepInputs | None = None) -> Sweep:
-    inputs = inputs or load_inputs(spec)
+    inputs = inputs or load_inputs(spec, with_validity=True)
     components = seal_components(inputs.seal_inputs())
     validity = validity_reports(inputs)
     sweep = Sweep(

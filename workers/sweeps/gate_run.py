@@ -1,25 +1,29 @@
-"""Running the validity gate over a sweep's fixtures, on two cores when that is safe.
+"""A new sweep's fixtures parsed and put through the validity gate, on two cores when that is safe.
 
-The gate (scoring/validity.py) is pure and per fixture: about 1.5 ms a fixture, all before the sweep
-row exists, while the second core of a small machine idles. With many fixtures, and only when this
-process has no other thread (a command-line `run` before its worker starts; never the HTTP server),
-a forked child gates the second half while this process gates the first. The child inherits the parsed
-fixtures (nothing is pickled in), sends its reports back as JSON over a pipe, and exits without
-running any cleanup. Whatever goes wrong with the child (it dies, writes nothing, writes something
-unreadable), the parent gates that half itself: the reports are exactly those of the one-core run,
-in fixture order.
+Parsing a fixture file (~1.2 ms) and gating it (~1.5 ms, scoring/validity.py) are pure and per fixture,
+all before the sweep row exists, while the second core of a small machine idles. With many fixtures,
+and only when this process has no other thread (a command-line `run` before its worker starts; never
+the HTTP server), a forked child parses and gates the second half of the files while this process does
+the first (two_processes.py); the child sends back its fixtures and reports (unpickling a fixture costs
+~0.13 ms, a tenth of parsing it). Whatever the child leaves undone (it dies, writes something
+unreadable, stops at a bad file, is short), this process does itself, so the outcome is exactly the
+one-core outcome: the same fixtures, the same reports in file order, and the same FixtureError for the
+first bad file. More processes would not help: the machines this is for have two cores.
 """
 
 from __future__ import annotations
 
-import gc
-import json
 import logging
-import os
-import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
 
+from afpbench.fixtures.loader import FixtureError, FixtureFile, parse_fixture
 from afpbench.fixtures.schema import Fixture
+from afpbench.reference.loader import InstructionSet
+from afpbench.scoring.render import render
+from afpbench.scoring.validity import check_fixture
+from afpbench.scoring.vocabulary import afp_terms
+from afpbench.workers.sweeps.two_processes import may_fork, run_beside_a_child
 
 log = logging.getLogger(__name__)
 
@@ -27,58 +31,104 @@ log = logging.getLogger(__name__)
 SPLIT_FROM_FIXTURES = 200
 
 Report = dict  # the stored form of one fixture's validity report: {"passed": ..., "failures": [...]}
+Gate = Callable[[Fixture], Report]
 
 
-def _may_fork(fixtures: int) -> bool:
-    # A fork copies only the calling thread: with another thread alive (a worker pool, a server, a
-    # lease keeper) a lock it held would stay locked in the child. One thread, more than one core.
-    return (
-        fixtures >= SPLIT_FROM_FIXTURES
-        and hasattr(os, "fork")
-        and (os.cpu_count() or 1) > 1
-        and threading.active_count() == 1
-    )
+def fixture_gate(instructions: InstructionSet, judge_prompt: str) -> Gate:
+    """The validity gate of one fixture against the prompts of every condition, as stored."""
+    terms = afp_terms([instructions.text("C"), instructions.text("D")])
+
+    def gate(fx: Fixture) -> Report:
+        prompts = {c: render(c, fx, instructions.text(c)) for c in ("A", "B", "C", "D")}
+        report = check_fixture(fx, prompts, terms, judge_prompt)
+        return {"passed": report.passed, "failures": [{"check": f.check, "detail": f.detail} for f in report.failures]}
+
+    return gate
 
 
-def gate_all(fixtures: Sequence[Fixture], gate: Callable[[Fixture], Report]) -> dict[str, Report]:
-    """`gate` of every fixture, by fixture id in the given order (split over two processes when safe)."""
-    if not _may_fork(len(fixtures)):
+def _split(items: int) -> bool:
+    return items >= SPLIT_FROM_FIXTURES and may_fork()
+
+
+def gate_all(fixtures: Sequence[Fixture], gate: Gate) -> dict[str, Report]:
+    """`gate` of every (already parsed) fixture, by fixture id in the given order."""
+    if not _split(len(fixtures)):
         return {fx.id: gate(fx) for fx in fixtures}
     half = len(fixtures) // 2
-    mine, theirs = fixtures[:half], fixtures[half:]
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: gate its half, write it, leave at once
-        status = 1
+    mine, theirs = run_beside_a_child(lambda: {fx.id: gate(fx) for fx in fixtures[:half]},
+                                      lambda: {fx.id: gate(fx) for fx in fixtures[half:]}, "validity gate")
+    if not isinstance(theirs, dict) or list(theirs) != [fx.id for fx in fixtures[half:]]:
+        if theirs is not None:
+            log.warning("validity gate: incomplete reports from the helper process; gating its fixtures here")
+        theirs = {fx.id: gate(fx) for fx in fixtures[half:]}
+    return mine | theirs
+
+
+@dataclass
+class PreparedFixtures:
+    fixtures: list[Fixture]  # one a file, in file order
+    # The gate's reports, by fixture id in file order, of the fixtures `only` keeps (all without it).
+    # None when no gate was given, or when it raised: validity_reports then gates as it always has (and
+    # meets the same exception at the same point of sweep creation).
+    reports: dict[str, Report] | None
+
+
+def _nothing_yet(gate: Gate | None) -> PreparedFixtures:
+    return PreparedFixtures([], None if gate is None else {})
+
+
+def prepare_fixtures(files: Sequence[FixtureFile], gate: Gate | None, only: Collection[str] | None) -> PreparedFixtures:
+    """Parse every file in order (a bad file raises its FixtureError, the first in file order) and gate
+    each fixture that `only` keeps."""
+    kept = set(only) if only else None
+    if not _split(len(files)):
+        return _prepare(_nothing_yet(gate), files, gate, kept)
+    half = len(files) // 2
+    mine, theirs = run_beside_a_child(
+        lambda: _prepare(_nothing_yet(gate), files[:half], gate, kept),
+        lambda: _child_share(files[half:], gate, kept), "fixture parse and gate")
+    if not _trusted(theirs, len(files) - half, gate, kept):
+        if theirs is not None:
+            log.warning("fixture parse and gate: incomplete result from the helper process; doing its share here")
+        theirs = _nothing_yet(gate)
+    # What the child left undone, here: after a bad file the child stops, and this parse raises its error.
+    _prepare(theirs, files[half + len(theirs.fixtures):], gate, kept)
+    both = None if mine.reports is None or theirs.reports is None else mine.reports | theirs.reports
+    return PreparedFixtures(mine.fixtures + theirs.fixtures, both)
+
+
+def _prepare(into: PreparedFixtures, files: Sequence[FixtureFile], gate: Gate | None,
+             kept: set[str] | None) -> PreparedFixtures:
+    """Parse `files` onto `into` (a bad file raises; those before it stay added), gating the kept ones."""
+    for file in files:
+        fx = parse_fixture(file)
+        into.fixtures.append(fx)
+        if gate is None or into.reports is None or (kept is not None and fx.id not in kept):
+            continue
         try:
-            gc.disable()  # a collection would touch (and so copy) every inherited object's page
-            os.close(read_end)
-            payload = json.dumps({fx.id: gate(fx) for fx in theirs}).encode()
-            with os.fdopen(write_end, "wb") as out:
-                out.write(payload)
-            status = 0
-        finally:
-            os._exit(status)
-    os.close(write_end)
-    reports = {fx.id: gate(fx) for fx in mine}
-    with os.fdopen(read_end, "rb") as incoming:
-        payload = incoming.read()
-    _, wait_status = os.waitpid(pid, 0)
-    reports.update(_child_reports(payload, wait_status, theirs) or {fx.id: gate(fx) for fx in theirs})
-    return reports
+            into.reports[fx.id] = gate(fx)
+        except Exception:  # not an input error: leave it to validity_reports, which raises it where it always did
+            into.reports = None
+    return into
 
 
-def _child_reports(payload: bytes, wait_status: int, expected: Sequence[Fixture]) -> dict[str, Report] | None:
-    """The child's reports, or None when they cannot be trusted whole (then the parent gates them)."""
-    if os.waitstatus_to_exitcode(wait_status) != 0:
-        log.warning("validity gate: the helper process failed; gating its fixtures here")
-        return None
+def _child_share(files: Sequence[FixtureFile], gate: Gate | None, kept: set[str] | None) -> PreparedFixtures:
+    done = _nothing_yet(gate)
     try:
-        reports = json.loads(payload)
-    except ValueError:
-        log.warning("validity gate: unreadable reports from the helper process; gating its fixtures here")
-        return None
-    if not isinstance(reports, dict) or list(reports) != [fx.id for fx in expected]:
-        log.warning("validity gate: incomplete reports from the helper process; gating its fixtures here")
-        return None
-    return reports
+        _prepare(done, files, gate, kept)
+    except FixtureError:
+        pass  # stop at the bad file: the parent parses it again and raises exactly what one process raises
+    return done
+
+
+def _trusted(theirs: object, files: int, gate: Gate | None, kept: set[str] | None) -> bool:
+    """The child's result has the right form: at most `files` fixtures, and (if it has reports) one for
+    each kept fixture, in order."""
+    if not isinstance(theirs, PreparedFixtures) or not isinstance(theirs.fixtures, list):
+        return False
+    if len(theirs.fixtures) > files or not all(isinstance(fx, Fixture) for fx in theirs.fixtures):
+        return False
+    if theirs.reports is None:
+        return True  # no gate, or the child's gate raised (then so would ours: validity_reports gates)
+    expected = [fx.id for fx in theirs.fixtures if kept is None or fx.id in kept]
+    return gate is not None and isinstance(theirs.reports, dict) and list(theirs.reports) == expected

@@ -23,7 +23,7 @@ from afpbench.fixtures.loader import (
     inline_fixture_files,
     parse_fixture,
     read_fixture_files,
-    select_fixture_files,
+    select_parsed,
 )
 from afpbench.fixtures.schema import Fixture
 from afpbench.reference.loader import (
@@ -38,6 +38,7 @@ from afpbench.reference.loader import (
 from afpbench.scoring.render import tools_for
 from afpbench.workers.store.models import Sweep
 from afpbench.workers.sweeps.fixture_map import CAPACITY, LazyFixtures
+from afpbench.workers.sweeps.gate_run import Report, fixture_gate, prepare_fixtures
 from afpbench.workers.sweeps.seal import SealInputs
 from afpbench.workers.sweeps.sources import FixtureSource, InstructionSource, JudgePromptSource, catalogue_entry
 from afpbench.workers.sweeps.spec import ModelSpec, SweepSpec, parse_spec
@@ -51,6 +52,9 @@ class SweepInputs:
     instructions: InstructionSet
     judge_prompt: str
     offers_tools: bool  # a fixture offers a tool (scoring/render.py:tools_for), so a cell may take tool rounds
+    # The validity reports by fixture id, when load_inputs gated the fixtures as it parsed them (so
+    # validity_reports need not gate them again); None for inputs built any other way.
+    validity: Mapping[str, Report] | None = None
 
     def seal_inputs(self) -> SealInputs:
         return SealInputs(self.spec, self.fixture_files, self.instructions, self.judge_prompt)
@@ -75,19 +79,37 @@ class SweepInputs:
         }
 
 
-def load_inputs(spec: SweepSpec) -> SweepInputs:
+def load_inputs(spec: SweepSpec, *, with_validity: bool = False) -> SweepInputs:
     """Read fixtures, instructions and judge prompt named by the spec (inline, from the catalogue, from
     files, or packaged); raises FixtureError / ReferenceFileError naming what is wrong (SettingError when
-    AFP_CATALOGUE_DIR is not a directory)."""
-    selected = select_fixture_files(*_fixture_files(spec.fixtures), spec.fixtures.only)
+    AFP_CATALOGUE_DIR is not a directory). `with_validity`: gate the fixtures as they are parsed (on two
+    cores when safe: gate_run.py), for a sweep about to be created."""
+    files, where = _fixture_files(spec.fixtures)
+    references = _references(spec)
+    gate = fixture_gate(*references) if with_validity and not isinstance(references, Exception) else None
+    prepared = prepare_fixtures(files, gate, spec.fixtures.only)
+    selected = select_parsed(list(zip(files, prepared.fixtures, strict=True)), where, spec.fixtures.only)
+    if isinstance(references, Exception):
+        raise references  # after the fixtures' errors: a spec wrong in both names its fixtures first, as always
+    instructions, judge_prompt = references
     return SweepInputs(
         spec=spec,
         fixture_files=[f for f, _ in selected],
         fixtures={fx.id: fx for _, fx in selected},  # the coordinator walks them all: keep every one parsed
-        instructions=_instructions(spec.instructions),
-        judge_prompt=_judge_prompt(spec.judge_prompt),
+        instructions=instructions,
+        judge_prompt=judge_prompt,
         offers_tools=_offers_tools(fx for _, fx in selected),
+        validity=prepared.reports,
     )
+
+
+def _references(spec: SweepSpec) -> tuple[InstructionSet, str] | Exception:
+    """The instructions and the judge prompt (read before the fixtures: the gate needs them), or the
+    error reading them raised, for the caller to raise once the fixtures are checked."""
+    try:
+        return _instructions(spec.instructions), _judge_prompt(spec.judge_prompt)
+    except Exception as exc:
+        return exc
 
 
 def _offers_tools(fixtures: Iterable[Fixture]) -> bool:

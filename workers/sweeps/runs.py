@@ -56,7 +56,7 @@ def check_services(*, schema: bool = True) -> None:
 def start_sweep(spec: SweepSpec, *, check_endpoints: bool = True) -> str:
     """Validate inputs, check our services, preflight endpoints, then seal and write the sweep and all
     its cells at once."""
-    inputs = load_inputs(spec)  # raises FixtureError / ReferenceFileError naming the file
+    inputs = load_inputs(spec, with_validity=True)  # raises FixtureError / ReferenceFileError naming the file
     # Writes nothing, so bad input or a refused endpoint leaves no file behind; the schema is checked
     # when the engine is first built, inside create_sweep's transaction, before its first row.
     check_services(schema=False)
