@@ -22,7 +22,17 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness import REPO, afp_env, emit, machine, make_fixtures, sim_process, sweep_span, write_spec
+from harness import (
+    REPO,
+    afp_env,
+    emit,
+    machine,
+    make_fixtures,
+    ready_sqlite,
+    sim_process,
+    sweep_span,
+    write_spec,
+)
 from versions import add_version_options, interpreters
 
 
@@ -60,7 +70,7 @@ def main() -> None:
             spec = write_spec(work / "spec.yaml", sim_url, work / "fixtures")
             for i in range(args.rounds):
                 for name, python in pythons.items():
-                    db = f"sqlite:///{work}/{name}-{i}.db"
+                    db = ready_sqlite(work / f"{name}-{i}.db", python)
                     runs.append({"code": name, "round": i, **run_once(python, spec, db, args.threads)})
                     print(runs[-1], file=sys.stderr, flush=True)
     medians = {name: {k: statistics.median(r[k] for r in runs if r["code"] == name)

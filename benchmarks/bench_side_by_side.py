@@ -54,6 +54,7 @@ from harness import (
     mock_reset,
     mock_stats,
     pid_cpu_s,
+    ready_sqlite,
     workers,
     write_prompts,
     write_spec,
@@ -114,7 +115,7 @@ def run_inspect(mock_url: str, prompts: Path, concurrency: int, work: Path, tag:
 
 
 def run_embedded(spec: Path, concurrency: int, work: Path, tag: str) -> dict:
-    env = afp_env(f"sqlite:///{work / f'embedded-{tag}.db'}")
+    env = afp_env(ready_sqlite(work / f"embedded-{tag}.db"))
     wall, cpu, out = _timed([*AFPBENCH, "run", str(spec), "--threads", str(concurrency), "--json"], env, REPO)
     return {"wall_s": wall, "cpu_s": cpu, "done": json.loads(out)["done"]}
 

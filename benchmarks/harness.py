@@ -196,6 +196,16 @@ def distributed_services():
             flush_redis()
 
 
+def ready_sqlite(path: Path, python: str = sys.executable) -> str:
+    """A new SQLite database at `path` brought to schema head (untimed), as every run after a user's
+    first finds its afpbench.db; its URL. A run in a new file creates the schema first (Alembic, about
+    0.3-0.5 s), which promptfoo's and Inspect's stores, created once, never repeat in a timed round."""
+    url = f"sqlite:///{path}"
+    subprocess.run([python, "-m", "afpbench.api.cli", "db", "upgrade"], cwd=REPO, env=afp_env(url), check=True,
+                   capture_output=True)
+    return url
+
+
 def afp_env(database_url: str, broker_url: str = "memory://localhost/", **extra: str) -> dict[str, str]:
     env = {**os.environ, "AFP_DATABASE_URL": database_url, "AFP_BROKER_URL": broker_url,
            "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO)}
