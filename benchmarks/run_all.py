@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/run_all.py --setup          # once: Inspect AI's venv and promptfoo (below)
     .venv/bin/python benchmarks/run_all.py [--only side_by_side,roundtrips,throughput,limiter,scale,scaleout,
-        aggregate,startup] [--out benchmarks/results] [--quick]
+        aggregate,startup,task_floor] [--out benchmarks/results] [--quick]
 
 `--setup` installs the comparison harnesses apart from the project: Inspect AI (benchmarks/requirements.txt)
 into benchmarks/.inspect-venv (or AFP_INSPECT_VENV), and promptfoo 0.118.13 (benchmarks/promptfoo/package.json,
@@ -38,6 +38,7 @@ FULL = {
     "scaleout": ["bench_scaleout.py"],
     "aggregate": ["bench_aggregate.py", "--cells", "100000", "--backend", "both"],
     "startup": ["bench_startup.py"],
+    "task_floor": ["bench_task_floor.py"],
 }
 QUICK = {  # a smoke run of the same code paths, minutes instead of tens of minutes
     "side_by_side": ["bench_side_by_side.py", "--prompts", "100", "--rounds", "1"],
@@ -48,6 +49,7 @@ QUICK = {  # a smoke run of the same code paths, minutes instead of tens of minu
     "scaleout": ["bench_scaleout.py", "--n", "160"],
     "aggregate": ["bench_aggregate.py", "--cells", "10000", "--backend", "sqlite"],
     "startup": ["bench_startup.py", "--runs", "3"],
+    "task_floor": ["bench_task_floor.py", "--tasks", "500", "--rounds", "1"],
 }
 
 
