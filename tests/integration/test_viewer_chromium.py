@@ -69,6 +69,8 @@ def _shot(page, tmp_path: Path, name: str) -> Path:
 
 def test_the_viewer_in_chromium_from_sign_in_to_a_decision(tmp_path, sync_playwright):
     """Viewer acceptance in real Chromium: sign in, live progress, A-D side by side, decide a dispute."""
+    from playwright.sync_api import expect  # installed: the sync_playwright fixture checked it
+
     token = secrets.token_urlsafe(24)
     env = {**os.environ, "AFP_DATABASE_URL": f"sqlite:///{tmp_path / 'viewer.db'}", "AFP_BROKER_URL": "memory://",
            "AFP_API_TOKEN": token, "PYTHONUNBUFFERED": "1"}
@@ -101,8 +103,9 @@ def test_the_viewer_in_chromium_from_sign_in_to_a_decision(tmp_path, sync_playwr
         # The list names the demo sweep; its page shows live progress until the last cell is done.
         assert demo_id in page.inner_text("#sweeps") and "SIMULATED" in page.inner_text("#sweeps")
         page.click(f"a[href='/view/sweeps/{demo_id}']")
-        page.wait_for_function("document.getElementById('progress-text').textContent.startsWith('56/56')",
-                               timeout=240_000)
+        # Playwright's own matcher, not wait_for_function: a string predicate is eval'ed in the page, which
+        # the viewer's CSP (script-src 'self', no unsafe-eval) rightly refuses in Playwright 1.65.
+        expect(page.locator("#progress-text")).to_have_text(re.compile(r"^\s*56/56"), timeout=240_000)
         page.wait_for_load_state("load")
         _wait_finished(api, base, demo_id)
         page.reload()
