@@ -102,13 +102,35 @@ def run(
             )
         # The sweep before the embedded worker: its cells wait in the in-memory queues meanwhile, and with
         # no worker thread alive yet the validity gate may use a second process (workers/sweeps/gate_run.py).
+        total_threads = threads or settings.embedded_threads
+        pair = None
         if settings.embedded:
-            size_pool(threads or settings.embedded_threads)  # before the engine is built (embedded.py)
-        sweep_id = start_sweep(sweep_spec)
+            size_pool(total_threads)  # before the engine is built (embedded.py)
+            from afpbench.workers.embedded_pair import EmbeddedPair, may_split
+
+            if may_split(sweep_spec, total_threads, settings):
+                pair = EmbeddedPair(total_threads, settings.database_url)
+                pair.hold()  # the first release waits for the fork below
+        try:
+            sweep_id = start_sweep(sweep_spec)
+        except BaseException:
+            if pair is not None:
+                pair.let_go()
+            raise
         if settings.embedded:
             from afpbench.workers.embedded import embedded_worker
 
-            worker = stack.enter_context(embedded_worker(threads or settings.embedded_threads))
+            threads_here = total_threads
+            if pair is not None:
+                stack.enter_context(pair)  # left after this process's worker: stops the child
+                threads_here = pair.start(sweep_id)
+                if pair.child_pid is not None:
+                    console.print(f"[dim]embedded run on two processes: {threads_here} threads here, "
+                                  f"{total_threads - threads_here} in process {pair.child_pid}[/dim]")
+            worker = stack.enter_context(embedded_worker(threads_here))
+            if pair is not None:  # left first: the child starts stopping while this worker stops
+                stop_child = pair.ask_to_stop
+                stack.push(lambda exc_type, *_: stop_child(warm=exc_type is None))
         if detach and not settings.embedded:
             typer.echo(sweep_id)
             return
@@ -118,6 +140,8 @@ def run(
         except RunCancelled as exc:
             if settings.embedded:
                 worker.stop_wait_s = CANCEL_WAIT_S
+                if pair is not None:
+                    pair.stop_wait_s = CANCEL_WAIT_S
                 _exit_cancelled(stack, sweep_id, exc)
             raise
     summary = summary_json(sweep_id, final, attempts_count(sweep_id), settings.database_url_safe())

@@ -7,7 +7,7 @@ task whose worker dies is redelivered, and every task is idempotent, so redelive
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TypedDict
 
 from celery import Celery
@@ -196,6 +196,17 @@ def send(task_name: str, args: list, queue: str, label: str | None = None,
     app.send_task(task_name, args=args, queue=queue, **options)
 
 
+# The embedded mode's second process (workers/embedded_pair.py) takes its share of the messages here:
+# given the messages, the hook returns those this process sends itself. None: every message is sent here.
+Divert = Callable[[Sequence["Message"]], Sequence["Message"]]
+_divert: Divert | None = None
+
+
+def divert_publishing(hook: Divert | None) -> None:
+    global _divert
+    _divert = hook
+
+
 def publish(messages: Sequence[Message]) -> None:
     """Send (task name, args, queue[, label[, time-limit options]]) messages on one producer, pipelined:
     on Redis, kombu's publish batch sends up to a thousand LPUSHes per round trip (one connection, no
@@ -205,6 +216,15 @@ def publish(messages: Sequence[Message]) -> None:
     A label becomes the message's `argsrepr`, which Flower shows as the task's arguments: the ids alone
     cannot tell which cell is stuck. It changes nothing the task receives; it must never hold secrets or
     model text (callers build it from sweep id, model label, condition, fixture and repeat)."""
+    if _divert is not None:
+        messages = _divert(messages)
+    publish_here(messages)
+
+
+def publish_here(messages: Sequence[Message]) -> None:
+    """`publish` on this process's broker connection, whatever a divert hook would do."""
+    if not messages:
+        return
     with app.producer_or_acquire() as producer, producer.batch(max_size=1000):
         publish_replayed(producer, [_full(message) for message in messages], app.send_task,
                          app.amqp.argsrepr_maxsize)

@@ -60,7 +60,8 @@ class _Controller(WorkController):
 
 
 @contextmanager
-def embedded_worker(concurrency: int = 8, queues: tuple[str, ...] = QUEUES) -> Iterator[_Controller]:
+def embedded_worker(concurrency: int = 8, queues: tuple[str, ...] = QUEUES,
+                    hostname: str = "embedded@localhost") -> Iterator[_Controller]:
     logging.getLogger("celery").setLevel(logging.WARNING)
     # A task's retry re-sends itself through a signature bound to the *current* app, which pool threads
     # do not inherit; without a process default they would use Celery's built-in one (amqp://localhost)
@@ -72,7 +73,7 @@ def embedded_worker(concurrency: int = 8, queues: tuple[str, ...] = QUEUES) -> I
         concurrency=concurrency,
         pool="threads",
         consumer_cls=_PromptConsumer,
-        hostname="embedded@localhost",
+        hostname=hostname,
         queues=list(queues),
         loglevel="WARNING",
         without_heartbeat=True,

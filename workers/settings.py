@@ -45,6 +45,9 @@ class Settings(BaseSettings):
     reconcile_interval_s: float = 60.0
     reconcile_stale_s: int = 600
     embedded_threads: int = 8
+    # An embedded `run` of a big sweep without declared limits may use a second worker process (a second
+    # core, workers/embedded_pair.py); 1 keeps every run in one process.
+    embedded_processes: int = Field(default=2, ge=1, le=2)
     max_attempts: int = 5
     max_tool_rounds: int = 8
     # How long a later tool round may wait for its rate slot before the try counts as incomplete.

@@ -6,6 +6,7 @@ write concurrently; PostgreSQL is used through psycopg 3 (postgresql+psycopg://.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -26,6 +27,7 @@ _engines: dict[str, Engine] = {}
 _lock = threading.Lock()
 _pre_ping = True
 _pool_size = 10
+_writer_file: str | None = None  # see share_sqlite_writer
 
 
 def for_worker_process(threads: int = 10) -> None:
@@ -53,6 +55,16 @@ def size_pool(threads: int) -> None:
     if max(10, threads) == _pool_size:
         return
     _pool_size = max(10, threads)
+    dispose_engines()
+
+
+def share_sqlite_writer(path: str | None) -> None:
+    """Queue this process's SQLite writers also on an flock of the file at `path`, which another process
+    writing the same database takes too (the embedded mode's second process, workers/embedded_pair.py);
+    None: this process alone. The engines built so far are dropped and rebuilt (call it before a fork,
+    so no pooled connection crosses it). The kernel frees a dead holder's flock."""
+    global _writer_file
+    _writer_file = path
     dispose_engines()
 
 
@@ -109,10 +121,15 @@ def _serialise_sqlite_writers(engine: Engine) -> None:
     handler, which sleeps in steps of up to 100 ms whatever happens meanwhile. With 50 embedded threads
     those sleeps, not work, were most of a sweep's time. A thread now takes this lock at its
     transaction's first write (pysqlite opens the write transaction there too) and gives it back when
-    the connection returns to the pool, after the commit or rollback. Reads are never held up (WAL), and
-    other processes on the same file still meet SQLite's own lock and busy timeout.
+    the connection returns to the pool, after the commit or rollback. Reads are never held up (WAL).
+    With a shared writer file (share_sqlite_writer) the lock's holder also takes that file's flock, so
+    the writers of two processes queue too; other processes on the same file still meet SQLite's own
+    lock and busy timeout.
     """
     writer = threading.Lock()  # not an RLock: the pool may check a connection in from another thread
+    shared = os.open(_writer_file, os.O_RDWR | os.O_CREAT, 0o600) if _writer_file else None
+    if shared is not None:
+        import fcntl  # POSIX only, as is the fork that shares the file
 
     @event.listens_for(engine, "before_cursor_execute")
     def _take(conn, _cursor, statement, _params, _context, _many):
@@ -120,10 +137,18 @@ def _serialise_sqlite_writers(engine: Engine) -> None:
             return
         if not writer.acquire(timeout=30):
             raise sqlite3.OperationalError("database is locked (waited 30 s for this process's writer lock)")
+        if shared is not None:
+            try:
+                fcntl.flock(shared, fcntl.LOCK_EX)  # blocks without the GIL; a dead holder's lock is freed
+            except BaseException:
+                writer.release()
+                raise
         conn.info[_HOLDS_WRITER] = True
 
     def _give_back(_dbapi_connection, record, *_rest):
         if record is not None and record.info.pop(_HOLDS_WRITER, False):
+            if shared is not None:
+                fcntl.flock(shared, fcntl.LOCK_UN)
             writer.release()
 
     event.listen(engine.pool, "checkin", _give_back)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import update
 from sqlmodel import col, select
@@ -161,24 +162,40 @@ def cancel(sweep_id: str) -> Cancelled:
     return Cancelled(SweepStatus.cancelled, unfinished, True)
 
 
-def abandon_in_flight(sweep_id: str) -> int:
+def abandon_in_flight(sweep_id: str, owned: Callable[[Any], Any] | None = None,
+                      why: str = "sweep cancelled while this request was in flight; the run stopped without "
+                                 "waiting for the answer") -> int:
     """After a cancel, the tries an embedded run still has in flight (a slow provider call it will not
-    wait for; in embedded mode the run's worker is the sweep's only one): each attempt ends
+    wait for; in embedded mode the run's workers are the sweep's only ones): each attempt ends
     "interrupted" saying so, and its cell goes back to queued, so the record shows a request that was
     sent and never answered, and `resume` runs it again. A late answer, if its thread still records it,
     loses the fence (the cell is no longer executing) and is kept as a superseded attempt. A score try
-    in flight goes back to awaiting_score (its uncommitted judgements roll back with it). Returns how
-    many execution tries were abandoned."""
-    why = "sweep cancelled while this request was in flight; the run stopped without waiting for the answer"
+    in flight goes back to awaiting_score (its uncommitted judgements roll back with it). `owned`: only
+    the cells it selects (a condition on Cell.id: the share of a second embedded process that died,
+    workers/embedded_pair.py); `why`: the attempts' error. Returns how many execution tries were abandoned."""
+    mine = [col(Cell.sweep_id) == sweep_id] + ([owned(col(Cell.id))] if owned is not None else [])
     with session_scope() as session:
-        held = list(session.exec(select(Cell.id).where(col(Cell.sweep_id) == sweep_id,
-                                                        col(Cell.phase) == Phase.executing)))
+        held = list(session.exec(select(Cell.id).where(*mine, col(Cell.phase) == Phase.executing)))
         if held:
             session.execute(update(Attempt)
                             .where(col(Attempt.cell_id).in_(held), col(Attempt.outcome) == ATTEMPT_STARTED)
                             .values(outcome=ATTEMPT_INTERRUPTED, finished_at=utcnow(), error=why))
             session.execute(update(Cell).where(col(Cell.id).in_(held), col(Cell.phase) == Phase.executing)
                             .values(phase=Phase.queued, lease_owner=None, lease_until=None, updated_at=utcnow()))
-        session.execute(update(Cell).where(col(Cell.sweep_id) == sweep_id, col(Cell.phase) == Phase.scoring)
+        session.execute(update(Cell).where(*mine, col(Cell.phase) == Phase.scoring)
                         .values(phase=Phase.awaiting_score, lease_owner=None, lease_until=None))
     return len(held)
+
+
+def take_over(sweep_id: str, worker: str, owned: Callable[[Any], Any]) -> int:
+    """`worker` (the embedded mode's second process, workers/embedded_pair.py) died with cells of this
+    sweep in its queue: its tries in flight end "interrupted" and every open cell it owned (`owned`: a
+    condition on Cell.id; every message of such a cell lived in that process) is sent again here.
+    Returns how many messages were sent."""
+    abandon_in_flight(sweep_id, owned,
+                      why=f"the embedded worker process {worker} stopped while this request was in flight")
+    with session_scope() as session:
+        rows = session.exec(select(Cell.id, Cell.provider, Cell.phase).where(
+            Cell.sweep_id == sweep_id, owned(col(Cell.id)),
+            col(Cell.phase).in_([Phase.queued, Phase.executing, Phase.awaiting_score, Phase.scoring]))).all()
+    return resend([(saved_id(i), provider, phase) for i, provider, phase in rows], sweep_id)
