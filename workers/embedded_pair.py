@@ -168,7 +168,15 @@ class EmbeddedPair:
             os.close(handle)
         share_sqlite_writer(self._writer_file)  # and drops the pooled connections: none crosses the fork
         mine, child = socket.socketpair()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError as exc:  # no memory or process slot for a second one: one process, as before
+            log.warning("embedded run: no second process (%s); all cells run here", exc)
+            mine.close()
+            child.close()
+            divert_publishing(None)
+            publish_here(held)
+            return self.threads
         if pid == 0:
             mine.close()
             _be_the_child(_Link(child), [m for m in held if _elsewhere(m, 0)], there)
