@@ -49,6 +49,7 @@ log = logging.getLogger(__name__)
 # Below this many cells in the first release a second process (its start, ~0.2 s) is not worth it.
 SPLIT_FROM_CELLS = 200
 CHILD_WORKER = "embedded-2@localhost"
+HERE, CHILD = 0, 1  # which process owns a cell: `owner` of its id
 _FRAME = struct.Struct(">I")
 
 
@@ -63,10 +64,15 @@ def may_split(spec: SweepSpec, threads: int, settings: Settings) -> bool:
             and not any(_limited(m.limits) for m in [*spec.models, *spec.judges]))
 
 
+def owner(cell_id: Any) -> Any:
+    """HERE or CHILD: the parity of a cell id (an int, or Cell.id in a query)."""
+    return cell_id % 2
+
+
 def _elsewhere(message: Message, mine: int) -> bool:
-    """Whether the other process owns `message`: an execute message of a cell whose id's parity is not
-    `mine` (0 here, 1 in the child). Every other message stays where it is sent."""
-    return message[0] == EXECUTE and message[1][0] % 2 != mine
+    """Whether the other process owns `message`: an execute message of a cell `mine` (HERE or CHILD) does
+    not own. Every other message stays where it is sent."""
+    return message[0] == EXECUTE and owner(message[1][0]) != mine
 
 
 def _share(link: _Link, messages: Sequence[Message], mine: int) -> Sequence[Message]:
@@ -123,7 +129,6 @@ class EmbeddedPair:
         self.stop_wait_s = 15.0  # how long a warm stop waits for the child's tasks in flight
         self._database_url = database_url
         self._held: list[Message] | None = None
-        self._alone = True  # every message is sent here (no child, or it is gone)
         self._link: _Link | None = None
         self._pid: int | None = None
         self._sweep_id: str | None = None
@@ -147,9 +152,9 @@ class EmbeddedPair:
         if self._held is not None:
             self._held.extend(messages)
             return []
-        if self._alone or self._link is None:
+        if self._link is None or self._gone.is_set():  # no child, or it is gone: every message is sent here
             return messages
-        return _share(self._link, messages, 0)  # a child gone meanwhile: all here (take_over covers it)
+        return _share(self._link, messages, HERE)  # a child gone meanwhile: all here (take_over covers it)
 
     # ------------------------------------------------------------------ start
     def start(self, sweep_id: str) -> int:
@@ -158,9 +163,7 @@ class EmbeddedPair:
         held, self._held = self._held or [], None
         cells = sum(1 for m in held if m[0] == EXECUTE)
         if cells < SPLIT_FROM_CELLS or not may_fork():
-            divert_publishing(None)
-            publish_here(held)
-            return self.threads
+            return self._alone_after_all(held)
         self._sweep_id = sweep_id
         here, there = math.ceil(self.threads / 2), self.threads // 2
         if make_url(self._database_url).drivername.startswith("sqlite"):
@@ -174,18 +177,29 @@ class EmbeddedPair:
             log.warning("embedded run: no second process (%s); all cells run here", exc)
             mine.close()
             child.close()
-            divert_publishing(None)
-            publish_here(held)
-            return self.threads
+            self._forget_writer_file()
+            return self._alone_after_all(held)
         if pid == 0:
             mine.close()
-            _be_the_child(_Link(child), [m for m in held if _elsewhere(m, 0)], there)
+            _be_the_child(_Link(child), [m for m in held if _elsewhere(m, HERE)], there)
         child.close()
-        self._pid, self._link, self._alone = pid, _Link(mine), False
-        publish_here([m for m in held if not _elsewhere(m, 0)])
+        self._pid, self._link = pid, _Link(mine)
+        publish_here([m for m in held if not _elsewhere(m, HERE)])
         threading.Thread(target=self._receive, name="afpbench-pair-receiver", daemon=True).start()
         threading.Thread(target=self._watch, name="afpbench-pair-watcher", daemon=True).start()
         return here
+
+    def _alone_after_all(self, held: list[Message]) -> int:
+        """No child: publishing is this process's alone, the held messages go out here, all threads here."""
+        divert_publishing(None)
+        publish_here(held)
+        return self.threads
+
+    def _forget_writer_file(self) -> None:
+        if self._writer_file:
+            share_sqlite_writer(None)
+            os.unlink(self._writer_file)
+            self._writer_file = None
 
     @property
     def child_pid(self) -> int | None:
@@ -201,7 +215,6 @@ class EmbeddedPair:
         assert self._pid is not None
         _, status = os.waitpid(self._pid, 0)
         self.exit_code = os.waitstatus_to_exitcode(status)
-        self._alone = True
         self._gone.set()
         if self._stopping:
             return
@@ -209,7 +222,7 @@ class EmbeddedPair:
                     self.exit_code)
         if self._sweep_id is not None:
             try:
-                take_over(self._sweep_id, CHILD_WORKER, lambda cell_id: cell_id % 2 == 1)  # the child's share
+                take_over(self._sweep_id, CHILD_WORKER, lambda cell_id: owner(cell_id) == CHILD)
             except Exception:
                 log.exception("could not take over the second process's cells; `afpbench resume %s` sends them",
                               self._sweep_id)
@@ -253,7 +266,7 @@ def _be_the_child(link: _Link, held: list[Message], threads: int) -> None:
     status = 1
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the command's process handles Ctrl-C and stops us
-        divert_publishing(lambda messages: _share(link, messages, 1))
+        divert_publishing(lambda messages: _share(link, messages, CHILD))
         publish_here(held)
         try:
             with embedded_worker(threads, hostname=CHILD_WORKER) as worker:

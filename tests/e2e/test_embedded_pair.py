@@ -13,10 +13,8 @@ import json
 import os
 import re
 import signal
-import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -25,6 +23,7 @@ import yaml
 from afpbench.workers.embedded_pair import SPLIT_FROM_CELLS
 from afpbench.workers.sim.server import FaultConfig, SimConfig, SimServer
 from tests.e2e.test_cli_errors import afpbench
+from tests.security.test_valid_cancel import _attempts, _sql, _wait_until
 
 REPEATS = 60  # P01 x conditions A-D x 60 repeats = 240 cells, above the split threshold
 CELLS = 4 * REPEATS
@@ -38,14 +37,6 @@ def _spec(path: Path, base_url: str, **model_extra) -> Path:
             "fixtures": {"only": ["P01"]}, "repeats": REPEATS, "high_risk_repeats": REPEATS}
     path.write_text(yaml.safe_dump(spec))
     return path
-
-
-def _sql(db: Path, query: str, *args) -> list[tuple]:
-    con = sqlite3.connect(db, timeout=30)
-    try:
-        return con.execute(query, args).fetchall()
-    finally:
-        con.close()
 
 
 def _alive(pid: int) -> bool:
@@ -135,18 +126,6 @@ def _start(tmp_path: Path, base_url: str, threads: int = 4) -> tuple[subprocess.
             return run, int(shared[3])
     run.wait(30)
     raise AssertionError(f"the run did not start a second process (exit {run.returncode})")
-
-
-def _attempts(db: Path) -> int:
-    return _sql(db, "select count(*) from attempt")[0][0]
-
-
-def _wait_until(predicate, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(0.05)
 
 
 @pytest.fixture
