@@ -7,7 +7,13 @@ from wait4), the span (sweep row -> last result) and wall - span, the fixed cost
 `--python` runs the same under a second interpreter (another checkout), interleaved, so two code versions
 are compared in one sitting; the load average is recorded before each run. SIMULATED answers.
 
-    python benchmarks/bench_command.py [--prompts 1000] [--threads 50] [--rounds 3] [--python OTHER] [--out DIR]
+`--cache` says what the prepared-fixture cache (workers/sweeps/prepared_cache.py) holds when a run
+starts: `off` (no cache, as before it existed), `cold` (an empty cache folder per run: a first run, which
+also fills it) or `warm` (a folder filled by one untimed run beforehand: every later run of the same
+fixture set). Several are interleaved within each round. A checkout without the cache ignores the setting.
+
+    python benchmarks/bench_command.py [--prompts 1000] [--threads 50] [--rounds 3] [--python OTHER]
+                                       [--cache off,cold,warm] [--out DIR]
 """
 
 from __future__ import annotations
@@ -36,11 +42,12 @@ from harness import (
 from versions import add_version_options, interpreters
 
 
-def run_once(python: str, spec: Path, db: str, threads: int) -> dict:
+def run_once(python: str, spec: Path, db: str, threads: int, cache: str = "off") -> dict:
     load = os.getloadavg()[0]
     started = time.monotonic()
     proc = subprocess.Popen([python, "-m", "afpbench.api.cli", "run", str(spec), "--threads", str(threads), "--json"],
-                            cwd=REPO, env=afp_env(db), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=REPO, env=afp_env(db, AFP_CACHE_DIR=cache), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.monotonic() - started
     out, err = proc.communicate()
@@ -58,8 +65,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--prompts", type=int, default=1000)
     ap.add_argument("--threads", type=int, default=50)
+    ap.add_argument("--cache", default="off", help="comma-separated: off, cold, warm (default off)")
     add_version_options(ap, rounds=3)
     args = ap.parse_args()
+    caches = args.cache.split(",")
+    if not caches or not set(caches) <= {"off", "cold", "warm"}:
+        ap.error(f"--cache: expected off, cold or warm (comma-separated), got {args.cache!r}")
     before = machine()
     pythons = interpreters(args)
     runs: list[dict] = []
@@ -68,14 +79,22 @@ def main() -> None:
         make_fixtures(work / "fixtures", args.prompts)
         with sim_process(log=work / "sim.log") as sim_url:
             spec = write_spec(work / "spec.yaml", sim_url, work / "fixtures")
+            if "warm" in caches:  # one untimed run per interpreter fills its warm folder
+                for name, python in pythons.items():
+                    run_once(python, spec, ready_sqlite(work / f"{name}-prime.db", python), args.threads,
+                             str(work / f"{name}-warm"))
             for i in range(args.rounds):
                 for name, python in pythons.items():
-                    db = ready_sqlite(work / f"{name}-{i}.db", python)
-                    runs.append({"code": name, "round": i, **run_once(python, spec, db, args.threads)})
-                    print(runs[-1], file=sys.stderr, flush=True)
-    medians = {name: {k: statistics.median(r[k] for r in runs if r["code"] == name)
-                      for k in ("wall_s", "cpu_s", "span_s", "outside_calls_s", "peak_rss_mb")}
-               for name in pythons}
+                    for cache in caches:
+                        folder = {"off": "off", "cold": str(work / f"{name}-cold-{i}"),
+                                  "warm": str(work / f"{name}-warm")}[cache]
+                        db = ready_sqlite(work / f"{name}-{cache}-{i}.db", python)
+                        runs.append({"code": name, "cache": cache, "round": i,
+                                     **run_once(python, spec, db, args.threads, folder)})
+                        print(runs[-1], file=sys.stderr, flush=True)
+    medians = {f"{name} {cache}": {k: statistics.median(r[k] for r in runs if r["code"] == name and r["cache"] == cache)
+                                   for k in ("wall_s", "cpu_s", "span_s", "outside_calls_s", "peak_rss_mb")}
+               for name in pythons for cache in caches}
     emit("command", {"machine_before": before, "prompts": args.prompts, "threads": args.threads,
                      "runs": runs, "medians": medians}, args.out)
 

@@ -207,8 +207,11 @@ def ready_sqlite(path: Path, python: str = sys.executable) -> str:
 
 
 def afp_env(database_url: str, broker_url: str = "memory://localhost/", **extra: str) -> dict[str, str]:
+    """The environment of an afpbench process. The prepared-fixture cache is off unless `extra` names a
+    folder (AFP_CACHE_DIR): every figure is a cold one unless its benchmark says it is warm, and no run
+    reads what an earlier benchmark left in ~/.cache."""
     env = {**os.environ, "AFP_DATABASE_URL": database_url, "AFP_BROKER_URL": broker_url,
-           "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO)}
+           "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO), "AFP_CACHE_DIR": "off"}
     env.update(extra)
     return env
 

@@ -24,6 +24,9 @@ TEST_KEY_VARIABLES = (*DEFAULT_KEY_VARIABLES, "AFP_TEST_KEY", "AFP_TEST_EXPORT_K
                       "AFP_ABSENT_KEY", "AFP_REPLAY_TEST_KEY", "AFP_NOT_SET_ANYWHERE", "AFP_SEMANTICS_KEY",
                       "AFP_STRUCTURED_TEST_KEY", "AFP_T_KEY", "AFP_BUDGET_KEY")
 os.environ.setdefault("AFP_KEY_VARS", ",".join(TEST_KEY_VARIABLES))
+# No prepared-fixture cache (workers/sweeps/prepared_cache.py) unless a test asks for one: tests that count
+# parses or gate calls must see them, and no test may read what an earlier run (or the user) left in ~/.cache.
+os.environ.setdefault("AFP_CACHE_DIR", "off")
 # One Redis database per test process (1-15), so concurrent test runs on one machine never share queues.
 REDIS_TEST_DB = int(os.environ.get("AFP_TEST_REDIS_DB", str(1 + os.getpid() % 15)))
 

@@ -32,6 +32,9 @@ class Settings(BaseSettings):
     key_vars: str | None = Field(default=None, description="environment variables a spec may name as a key")
     allowed_base_urls: str | None = Field(default=None, description="base URLs an API-posted spec may name")
     catalogue_dir: str | None = Field(default=None, description="fixtures, instructions, judge prompts by name")
+    cache_dir: str | None = Field(
+        default=None, description="parsed fixtures and gate reports by content; default ~/.cache/afpbench, off: none"
+    )
     max_body_bytes: int = Field(default=2 * 1024 * 1024, ge=1024, description="HTTP request body limit")
 
     # Worker and queue timing. Order that must hold: hard limit < visibility timeout < lease expiry.

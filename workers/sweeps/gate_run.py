@@ -19,10 +19,12 @@ from dataclasses import dataclass
 
 from afpbench.fixtures.loader import FixtureError, FixtureFile, parse_fixture
 from afpbench.fixtures.schema import Fixture
+from afpbench.reference.hashing import json_sha256
 from afpbench.reference.loader import InstructionSet
 from afpbench.scoring.render import render
 from afpbench.scoring.validity import check_fixture
 from afpbench.scoring.vocabulary import afp_terms
+from afpbench.workers.sweeps.prepared_cache import PreparedCache, Recalled
 from afpbench.workers.sweeps.two_processes import may_fork, run_beside_a_child
 
 log = logging.getLogger(__name__)
@@ -44,6 +46,13 @@ def fixture_gate(instructions: InstructionSet, judge_prompt: str) -> Gate:
         return {"passed": report.passed, "failures": [{"check": f.check, "detail": f.detail} for f in report.failures]}
 
     return gate
+
+
+def gate_key(instructions: InstructionSet, judge_prompt: str) -> str:
+    """What `fixture_gate(instructions, judge_prompt)` depends on besides the fixture and the code, as one
+    key (the prepared-fixture cache keeps reports under it)."""
+    texts = {c: instructions.text(c) for c in ("A", "B", "C", "D")}
+    return json_sha256({"instructions": texts, "judge_prompt": judge_prompt})
 
 
 def _split(items: int) -> bool:
@@ -77,10 +86,45 @@ def _nothing_yet(gate: Gate | None) -> PreparedFixtures:
     return PreparedFixtures([], None if gate is None else {})
 
 
-def prepare_fixtures(files: Sequence[FixtureFile], gate: Gate | None, only: Collection[str] | None) -> PreparedFixtures:
+def prepare_fixtures(files: Sequence[FixtureFile], gate: Gate | None, only: Collection[str] | None,
+                     cache: PreparedCache | None = None, gate_key: str | None = None) -> PreparedFixtures:
     """Parse every file in order (a bad file raises its FixtureError, the first in file order) and gate
-    each fixture that `only` keeps."""
+    each fixture that `only` keeps. With a cache, what it holds for these texts (and, with `gate_key`
+    naming `gate`, for this gate) is taken from it, and the rest computed here and written to it."""
     kept = set(only) if only else None
+    if cache is None:
+        return _parse_and_gate(files, gate, kept)
+    recalled = cache.recall(files, gate_key if gate is not None else None)
+    new_at = [i for i in range(len(files)) if i not in recalled.fixtures]
+    fresh = _parse_and_gate([files[i] for i in new_at], gate, kept)  # a bad file raises here: never cached
+    parsed = dict(zip(new_at, fresh.fixtures, strict=True))
+    by_index = recalled.fixtures | parsed
+    fixtures = [by_index[i] for i in range(len(files))]
+    wanted = [i for i in range(len(files)) if kept is None or fixtures[i].id in kept]
+    reports, new_reports = _reports(fixtures, wanted, gate, recalled, parsed, fresh.reports)
+    cache.keep(files, parsed, gate_key if gate is not None else None, new_reports)
+    return PreparedFixtures(fixtures, reports)
+
+
+def _reports(fixtures: list[Fixture], wanted: list[int], gate: Gate | None, recalled: Recalled,
+             parsed: dict[int, Fixture], fresh: dict[str, Report] | None) -> tuple[dict | None, dict[int, Report]]:
+    """The reports of the wanted fixtures in file order (None as in PreparedFixtures), and those of them
+    computed now, by index, for the cache: recalled ones, fresh ones, and a gate of recalled fixtures
+    whose report the cache did not hold (another instruction set or judge prompt)."""
+    if gate is None or fresh is None:
+        return None, {}
+    ungated = [i for i in wanted if i not in parsed and i not in recalled.reports]
+    try:
+        regated = gate_all([fixtures[i] for i in ungated], gate)
+    except Exception:  # as in _prepare: validity_reports gates again and raises it where it always did
+        return None, {}
+    new = {i: fresh[fixtures[i].id] for i in wanted if i in parsed} | {i: regated[fixtures[i].id] for i in ungated}
+    every = recalled.reports | new
+    return {fixtures[i].id: every[i] for i in wanted}, new
+
+
+def _parse_and_gate(files: Sequence[FixtureFile], gate: Gate | None, kept: set[str] | None) -> PreparedFixtures:
+    """prepare_fixtures without a cache: on two processes when there are enough files and it is safe."""
     if not _split(len(files)):
         return _prepare(_nothing_yet(gate), files, gate, kept)
     half = len(files) // 2

@@ -36,9 +36,11 @@ from afpbench.reference.loader import (
     load_judge_prompt,
 )
 from afpbench.scoring.render import tools_for
+from afpbench.workers.settings import get_settings
 from afpbench.workers.store.models import Sweep
 from afpbench.workers.sweeps.fixture_map import CAPACITY, LazyFixtures
-from afpbench.workers.sweeps.gate_run import Report, fixture_gate, prepare_fixtures
+from afpbench.workers.sweeps.gate_run import Report, fixture_gate, gate_key, prepare_fixtures
+from afpbench.workers.sweeps.prepared_cache import prepared_cache
 from afpbench.workers.sweeps.seal import SealInputs
 from afpbench.workers.sweeps.sources import FixtureSource, InstructionSource, JudgePromptSource, catalogue_entry
 from afpbench.workers.sweeps.spec import ModelSpec, SweepSpec, parse_spec
@@ -86,8 +88,10 @@ def load_inputs(spec: SweepSpec, *, with_validity: bool = False) -> SweepInputs:
     cores when safe: gate_run.py), for a sweep about to be created."""
     files, where = _fixture_files(spec.fixtures)
     references = _references(spec)
-    gate = fixture_gate(*references) if with_validity and not isinstance(references, Exception) else None
-    prepared = prepare_fixtures(files, gate, spec.fixtures.only)
+    gate, gate_id = None, None
+    if with_validity and not isinstance(references, Exception):
+        gate, gate_id = fixture_gate(*references), gate_key(*references)
+    prepared = prepare_fixtures(files, gate, spec.fixtures.only, prepared_cache(get_settings().cache_dir), gate_id)
     selected = select_parsed(list(zip(files, prepared.fixtures, strict=True)), where, spec.fixtures.only)
     if isinstance(references, Exception):
         raise references  # after the fixtures' errors: a spec wrong in both names its fixtures first, as always

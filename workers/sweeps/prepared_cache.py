@@ -1,0 +1,234 @@
+"""Parsed fixtures and validity-gate reports kept on disk by content, so a re-run does not redo them.
+
+Parsing a fixture (~1.2 ms) and gating it (~3.5 ms) were two thirds of the fixed cost of a 1,000-prompt
+`afpbench run`, and the same fixture set is usually run again and again. Both are pure functions of
+their inputs, so each result is kept under a key made of everything it depends on:
+
+- a parsed fixture: the file's exact text and the code fingerprint below;
+- a gate report: the parsed fixture's key, the four conditions' instruction texts and the judge prompt.
+
+The code fingerprint hashes the source of every module that parses or gates (fixtures/, scoring/,
+reference/, gate_run.py) and the versions of PyYAML and pydantic, so an edited checkout or an upgrade
+never meets an old entry. A file that fails to parse is never kept: it is parsed, and refused, every time.
+
+What is read back is checked as if it came from outside: a fixture goes through the schema again
+(`Fixture.model_validate_json`), a report must have the stored form; anything else counts as missing and
+is computed and written anew. The cache never changes an outcome; any error of its own (a read-only or
+full disk, a locked or corrupt file) leaves the run to compute everything, as without it.
+
+One SQLite file (stdlib sqlite3, not the project's database: a cache must not need migrations or
+PostgreSQL) in AFP_CACHE_DIR, by default $XDG_CACHE_HOME/afpbench or ~/.cache/afpbench; "off" disables.
+Each table keeps at most MAX_ENTRIES rows, the oldest written dropped first, so a server that is posted
+ever new fixtures holds a bounded file. See docs/PERFORMANCE.md for the cold and warm figures.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import logging
+import os
+import sqlite3
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import closing, contextmanager
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import pydantic
+import yaml
+from pydantic import ValidationError
+
+from afpbench.fixtures.loader import FixtureFile
+from afpbench.fixtures.schema import Fixture
+
+log = logging.getLogger(__name__)
+
+FILE_NAME = "prepared-fixtures.sqlite"
+MAX_ENTRIES = 12_000  # per table; ~7 KB a parsed fixture, so ~90 MB at most (compressing cost 0.1 ms each)
+_LOOKUP_CHUNK = 500  # keys per `IN (...)`: below SQLite's oldest parameter limit (999)
+# The modules whose code decides what a parse or a gate gives (packages: every .py file in them).
+_CODE = ("afpbench.fixtures", "afpbench.scoring", "afpbench.reference", "afpbench.workers.sweeps.gate_run")
+
+Report = dict  # the stored form of one fixture's validity report (gate_run.Report)
+
+
+def code_files() -> list[tuple[str, Path]]:
+    """(label, path) of every source file whose code decides what a parse or a gate gives."""
+    found = []
+    for name in _CODE:
+        where = Path(str(importlib.import_module(name).__file__))
+        if where.name == "__init__.py":  # a package: its modules and its data (protocol.yaml)
+            files = sorted([*where.parent.glob("*.py"), *where.parent.glob("*.yaml")])
+            found += [(f"{name}/{p.name}", p) for p in files]
+        else:
+            found.append((name, where))
+    return found
+
+
+@lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    digest = hashlib.sha256()
+    for label, path in code_files():
+        digest.update(f"{label}\0".encode())
+        digest.update(path.read_bytes())
+    libyaml = hasattr(yaml, "CSafeLoader")
+    digest.update(f"yaml {yaml.__version__} {libyaml}; pydantic {pydantic.VERSION}; {sys.version_info[:2]}".encode())
+    return digest.hexdigest()
+
+
+def parse_key(file: FixtureFile) -> str:
+    """The key of a file's parsed fixture: its exact text (the name only labels messages) and the code."""
+    return hashlib.sha256(f"{code_fingerprint()}\0".encode() + file.text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def report_key(parsed: str, gate: str) -> str:
+    return hashlib.sha256(f"{parsed}\0{gate}".encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Recalled:
+    """What the cache held for some files, by their index in the given order."""
+
+    fixtures: dict[int, Fixture]
+    reports: dict[int, Report]  # only for indices in `fixtures`
+
+
+def _is_report(value: object) -> bool:
+    if not isinstance(value, dict) or set(value) != {"passed", "failures"} or not isinstance(value["failures"], list):
+        return False
+    failures_ok = all(isinstance(f, dict) and set(f) == {"check", "detail"}
+                      and all(isinstance(v, str) for v in f.values()) for f in value["failures"])
+    return failures_ok and value["passed"] is (not value["failures"])
+
+
+class PreparedCache:
+    """The cache file at `path` (created with its folder, private to this user, when first written)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    @contextmanager
+    def _connection(self, create: bool) -> Iterator[sqlite3.Connection]:
+        if create:
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        elif not self.path.exists():
+            raise FileNotFoundError(self.path)
+        # isolation_level=None: each statement is its own transaction unless BEGIN says otherwise.
+        with closing(sqlite3.connect(self.path, timeout=2.0, isolation_level=None)) as db:
+            if create:
+                os.chmod(self.path, 0o600)
+                db.execute("PRAGMA journal_mode=WAL")
+                # Never waits for the disk: an OS crash may spoil the file, which is then dropped (_failed).
+                db.execute("PRAGMA synchronous=OFF")
+                db.execute("CREATE TABLE IF NOT EXISTS parsed (key TEXT PRIMARY KEY, fixture BLOB NOT NULL)")
+                db.execute("CREATE TABLE IF NOT EXISTS gated (key TEXT PRIMARY KEY, report TEXT NOT NULL)")
+            yield db
+
+    def recall(self, files: Sequence[FixtureFile], gate: str | None) -> Recalled:
+        """The parsed fixtures (and, with a gate key, their reports) the cache holds for `files`."""
+        try:
+            return self._recall(files, gate)
+        except FileNotFoundError:
+            return Recalled({}, {})
+        except (sqlite3.Error, OSError) as exc:
+            self._failed("read", exc)
+            return Recalled({}, {})
+
+    def _recall(self, files: Sequence[FixtureFile], gate: str | None) -> Recalled:
+        keys = [parse_key(f) for f in files]
+        with self._connection(create=False) as db:
+            blobs = _lookup(db, "parsed", "fixture", keys)
+            texts = _lookup(db, "gated", "report", [report_key(k, gate) for k in keys]) if gate else {}
+        fixtures: dict[int, Fixture] = {}
+        reports: dict[int, Report] = {}
+        read: dict[str, Fixture | None] = {}
+        for i, key in enumerate(keys):
+            if key not in read:
+                read[key] = _fixture(blobs.get(key))
+            fx = read[key]
+            if fx is None:
+                continue
+            fixtures[i] = fx
+            report = _report(texts.get(report_key(key, gate))) if gate else None
+            if report is not None:
+                reports[i] = report
+        return Recalled(fixtures, reports)
+
+    def keep(self, files: Sequence[FixtureFile], fixtures: dict[int, Fixture], gate: str | None,
+             reports: dict[int, Report]) -> None:
+        """Write what was computed: parsed fixtures and reports by index into `files`. Never raises."""
+        if not fixtures and not reports:
+            return
+        try:
+            keys = {i: parse_key(files[i]) for i in {*fixtures, *reports}}
+            parsed = [(keys[i], fx.model_dump_json().encode()) for i, fx in fixtures.items()]
+            gated = [(report_key(keys[i], gate), json.dumps(r)) for i, r in reports.items()] if gate else []
+            with self._connection(create=True) as db:
+                db.execute("BEGIN IMMEDIATE")
+                db.executemany("INSERT OR REPLACE INTO parsed (key, fixture) VALUES (?, ?)", parsed)
+                db.executemany("INSERT OR REPLACE INTO gated (key, report) VALUES (?, ?)", gated)
+                for table in ("parsed", "gated"):
+                    db.execute(f"DELETE FROM {table} WHERE rowid <= (SELECT max(rowid) FROM {table}) - ?",
+                               (MAX_ENTRIES,))
+                db.execute("COMMIT")
+        except (sqlite3.Error, OSError) as exc:
+            self._failed("written", exc)
+
+    def _failed(self, what: str, exc: Exception) -> None:
+        log.debug("prepared-fixture cache %s not %s: %s", self.path, what, exc)
+        # Not a database any more (spoilt by a crash, or overwritten): drop it, the next write starts anew.
+        # A busy or read-only file (OperationalError) is left alone.
+        if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
+            for suffix in ("", "-wal", "-shm"):
+                try:
+                    Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+                except OSError:
+                    pass
+
+
+def _lookup(db: sqlite3.Connection, table: str, column: str, keys: list[str]) -> dict[str, bytes | str]:
+    found: dict[str, bytes | str] = {}
+    distinct = list(dict.fromkeys(keys))
+    for start in range(0, len(distinct), _LOOKUP_CHUNK):
+        chunk = distinct[start:start + _LOOKUP_CHUNK]
+        marks = ",".join("?" * len(chunk))
+        found.update(db.execute(f"SELECT key, {column} FROM {table} WHERE key IN ({marks})", chunk).fetchall())
+    return found
+
+
+def _fixture(blob: bytes | str | None) -> Fixture | None:
+    if not isinstance(blob, bytes):
+        return None
+    try:
+        return Fixture.model_validate_json(blob)
+    except (ValidationError, ValueError):
+        return None
+
+
+def _report(text: bytes | str | None) -> Report | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if _is_report(value) else None
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "afpbench"
+
+
+def prepared_cache(setting: str | None) -> PreparedCache | None:
+    """The cache AFP_CACHE_DIR names (None: the default folder; "off" or empty: no cache)."""
+    if setting is not None and setting.strip().lower() in ("", "off"):
+        return None
+    try:
+        folder = Path(setting).expanduser() if setting else default_cache_dir()
+    except RuntimeError:  # no home folder to expand to
+        return None
+    return PreparedCache(folder / FILE_NAME)
