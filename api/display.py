@@ -54,19 +54,25 @@ def summary_json(sweep_id: str, progress, attempts: int, database_url: str) -> d
     """The run's summary as JSON. The rates per model and condition, the comparisons and the exclusion
     balance are the sweep summary's own (workers/results/aggregation.py: the report's reading)."""
     from sqlalchemy import func
+    from sqlalchemy import select as select_columns  # sqlmodel's select takes at most four columns
     from sqlmodel import col, select
 
     from afpbench.scoring.rates import EXCLUDED, FAIL, PASS
     from afpbench.scoring.states import pass_rate
     from afpbench.workers.errors import SweepNotFound
     from afpbench.workers.results.aggregation import snapshot, stored_summary
+    from afpbench.workers.results.summary import RunSummary
     from afpbench.workers.store.db import session_scope
     from afpbench.workers.store.models import Cell, Sweep
 
-    # A finished sweep has its summary stored; only a running one is computed now.
-    summary = (stored_summary(sweep_id) if progress.finished else None) or snapshot(sweep_id, interim=None)
+    # A finished sweep has its summary stored (only the parts shown are read); a running one is computed now.
+    summary = (stored_summary(sweep_id, RunSummary) if progress.finished else None) or snapshot(sweep_id, interim=None)
     with session_scope() as session:
-        sweep = session.get(Sweep, sweep_id)
+        # The columns shown, not the row: its stored inputs hold every fixture text (70 MB at 10,000).
+        sweep = session.execute(
+            select_columns(col(Sweep.name), col(Sweep.simulated), col(Sweep.seal_hash), col(Sweep.notices),
+                           col(Sweep.spec)).where(col(Sweep.id) == sweep_id)
+        ).first()
         if sweep is None:
             raise SweepNotFound(f"no sweep with id {sweep_id!r}")
         rows = session.execute(

@@ -262,3 +262,39 @@ def test_postgresql_gives_the_same_summary_as_sqlite(sqlite_url, postgres_url, s
         for key in ("by_model_condition", "by_fixture_condition", "dimensions", "fatal_by_criterion",
                     "output_tokens", "cost", "comparisons", "high_risk", "totals"):
             assert lite[key] == pg[key], key
+
+
+def _written(*calls: tuple[str, bool], whole: bool = True) -> dict:
+    """A scoring run's details recording tool calls written as text (scoring/written_tool_call.py)."""
+    return {"written_tool_call": {"calls": [{"name": n, "arguments": {}, "offered": o, "written": f"{n}()"}
+                                            for n, o in calls], "whole_answer": whole}}
+
+
+def test_the_summary_lists_each_cell_whose_latest_scoring_run_recorded_a_written_tool_call(db):
+    """Rule (a written tool call is scored as the text it is, and the reader is told): one entry per cell,
+    from its latest scoring run only, tools not offered named so, in cell id order."""
+    with session_scope() as session:
+        sweep = make_sweep(session)
+        cells = CellMaker(session, sweep)
+        written_now = cells.add("A", "P01", PASS)
+        written_before = cells.add("B", "P01", FAIL)
+        never = cells.add("C", "P01", PASS)
+        also_now = cells.add("D", "P01", FAIL)
+        for cell_id, run, details in ((written_now, 2, _written(("calculator", True), ("shell", False))),
+                                      (written_before, 1, _written(("calculator", True))),
+                                      (written_before, 2, {}),
+                                      (also_now, 2, _written(("calculator", True), whole=False))):
+            if run == 1:
+                row = session.exec(select(Result).where(Result.cell_id == cell_id)).one()
+                row.details = {**row.details, **details}
+                session.add(row)
+            else:
+                session.add(Result(cell_id=cell_id, sweep_id=sweep.id, scoring_run=run, state=PASS,
+                                   details=details, scorer_version="test", rationale="SIMULATED rescoring"))
+        session.flush()
+    listed = aggregate_sweep("sw1")["written_tool_calls"]
+    assert [e["cell_id"] for e in listed] == [written_now, also_now]
+    assert listed[0]["tools"] == ["calculator", "shell (not offered)"] and listed[0]["whole_answer"] is True
+    assert listed[1]["tools"] == ["calculator"] and listed[1]["whole_answer"] is False
+    assert listed[0]["condition"] == "A" and listed[0]["fixture"] == "P01@1" and listed[0]["repeat"] == 1
+    assert never not in [e["cell_id"] for e in listed]

@@ -9,10 +9,10 @@ The result is a typed SweepSummary (workers/results/summary.py); the Aggregate r
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal, TypeVar, cast
 
 from sqlalchemy import ColumnElement, case, exists, func, select
-from sqlalchemy.orm import aliased
+from sqlalchemy.orm import QueryableAttribute, aliased, defer
 from sqlmodel import Session, col
 
 from afpbench.scoring.balance import exclusion_balance, outcome_counts
@@ -22,6 +22,7 @@ from afpbench.scoring.rates import (
     PASS,
     SCORED,
     UNFINISHED,
+    Contract,
     PairUnit,
     StateRow,
     compare,
@@ -54,6 +55,8 @@ from afpbench.workers.results.written_calls import written_tool_call_cells
 from afpbench.workers.store.db import session_scope
 from afpbench.workers.store.models import Aggregate, Attempt, Cell, Phase, Result, Sweep, SweepStatus, utcnow
 from afpbench.workers.sweeps.spec import HIGH_RISK_MIN_REPEATS, ModelSpec, parse_spec
+
+Stored = TypeVar("Stored", bound=Contract)
 
 __all__ = ["COMPARISONS", "PENDING_READING", "SweepSummary", "aggregate_sweep", "is_latest_result", "snapshot",
            "stored_summary"]
@@ -88,22 +91,30 @@ def snapshot(sweep_id: str, interim: bool | None = True) -> SweepSummary:
         return _compute(session, _sweep(session, sweep_id), interim=interim)
 
 
-def stored_summary(sweep_id: str) -> SweepSummary | None:
-    """The stored summary; None when none is stored yet, or when the stored JSON does not fit this
-    version's contract (an older afpbench wrote it): callers then compute it afresh."""
+def stored_summary(sweep_id: str, contract: type[Stored] = SweepSummary) -> Stored | None:  # type: ignore[assignment]
+    """The stored summary (read as `contract`: the whole SweepSummary, or a part such as RunSummary);
+    None when none is stored yet, or when the stored JSON does not fit this version's contract (an older
+    afpbench wrote it): callers then compute it afresh."""
     with session_scope() as session:
         row = session.get(Aggregate, sweep_id)
         stored = None if row is None else row.summary
     if stored is None:
         return None
     try:
-        return SweepSummary.model_validate(stored)
+        return contract.model_validate(stored)
     except ValueError:  # pydantic.ValidationError
         return None
 
 
+def _column(attribute: Any) -> QueryableAttribute[Any]:
+    """A SQLModel field as the mapped attribute it is at run time (its declared type is the value's)."""
+    return cast(QueryableAttribute[Any], attribute)
+
+
 def _sweep(session: Session, sweep_id: str) -> Sweep:
-    sweep = session.get(Sweep, sweep_id)
+    # Without its stored inputs and reports (every fixture text: tens of MB at 10,000 fixtures, 0.4 s to
+    # decode); the summary reads neither, and a deferred column still loads if something touches it.
+    sweep = session.get(Sweep, sweep_id, options=[defer(_column(Sweep.inputs)), defer(_column(Sweep.validity))])
     if sweep is None:
         raise SweepNotFound(f"no sweep with id {sweep_id!r}")
     return sweep

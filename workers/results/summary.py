@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, TypeVar
 
-from pydantic import Field, JsonValue
+from pydantic import ConfigDict, Field, JsonValue
 
 from afpbench.scoring.balance import ExclusionBalance
 from afpbench.scoring.measures import Dimensions, FatalByCriterion, OutputTokens, TokenCounts
@@ -168,3 +168,15 @@ class SweepSummary(Contract):
                                   "(workers/results/unscored.py); such figures are never final")
     written_tool_calls: list[WrittenToolCallEntry] = Field(
         default_factory=list, description="cells whose answer is a tool call written as text")
+
+
+class RunSummary(Contract):
+    """The parts of a stored SweepSummary that `afpbench run` prints (api/display.py:summary_json), read
+    without the rest: the per-fixture rows grow with the sweep (10,000 of them took ~0.3 s to validate)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    exclusion_balance: ExclusionBalance
+    by_model_condition: list[ModelConditionRow]
+    comparisons: list[Comparison]
+    no_scored_cell: str | None = None
