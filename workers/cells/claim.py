@@ -16,8 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import Connection, Table, bindparam, insert, inspect, or_, select, update
-from sqlmodel import SQLModel
+from sqlalchemy import Connection, bindparam, insert, or_, select, update
 
 from afpbench.scoring.states import ResultState
 from afpbench.workers.settings import get_settings
@@ -31,6 +30,7 @@ from afpbench.workers.store.models import (
     SweepStatus,
     cell_key,
     phase_in,
+    table_of,
     utcnow,
 )
 from afpbench.workers.sweeps.inputs import SweepInputs, inputs_for, validity_for
@@ -56,14 +56,7 @@ class Exhausted:
     reason: str
 
 
-def _table(model: type[SQLModel]) -> Table:
-    """A table model's Core Table: the `__table__` SQLModel sets at class creation, which mypy cannot see."""
-    table = inspect(model).local_table
-    assert isinstance(table, Table), f"{model.__name__} maps no single table"
-    return table
-
-
-CELL, ATTEMPT, RESULT, SWEEP = _table(Cell), _table(Attempt), _table(Result), _table(Sweep)
+CELL, ATTEMPT, RESULT, SWEEP = table_of(Cell), table_of(Attempt), table_of(Result), table_of(Sweep)
 
 # The hot path's statements are built once (compiled once, cache key memoised) and run on a Core
 # connection: per cell that is a read, a claim and a record transaction, a few hundred microseconds each.

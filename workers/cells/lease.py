@@ -27,24 +27,17 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from sqlalchemy import Connection, Table, Update, bindparam, inspect, update
+from sqlalchemy import Connection, Update, bindparam, update
 from sqlalchemy.exc import SQLAlchemyError
 
 from afpbench.workers.settings import get_settings
 from afpbench.workers.store.db import transaction
-from afpbench.workers.store.models import Cell, Phase, utcnow
+from afpbench.workers.store.models import Cell, Phase, table_of, utcnow
 
 log = logging.getLogger(__name__)
 
 
-def _cell_table() -> Table:
-    """Cell's Core Table: the `__table__` SQLModel sets at class creation, which mypy cannot see."""
-    table = inspect(Cell).local_table
-    assert isinstance(table, Table), "Cell maps no single table"
-    return table
-
-
-CELL = _cell_table()
+CELL = table_of(Cell)
 
 RENEW_EXECUTION = (
     update(CELL)

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import JSON, Column, ColumnElement, Index, Text, UniqueConstraint, literal_column
+from sqlalchemy import JSON, Column, ColumnElement, Index, Table, Text, UniqueConstraint, inspect, literal_column
 from sqlmodel import Field, SQLModel
 
 
@@ -207,3 +207,10 @@ class Aggregate(SQLModel, table=True):
     claimed_at: datetime = Field(default_factory=utcnow)
     finished_at: datetime | None = None
     summary: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+
+
+def table_of(model: type[SQLModel]) -> Table:
+    """A table model's Core Table: the `__table__` SQLModel sets at class creation, which mypy cannot see."""
+    table = inspect(model).local_table
+    assert isinstance(table, Table), f"{model.__name__} maps no single table"
+    return table

@@ -15,7 +15,7 @@ from sqlalchemy import insert
 from sqlmodel import Session
 
 from afpbench.scoring.states import ResultState
-from afpbench.workers.store.models import Cell, Phase, Sweep, utcnow
+from afpbench.workers.store.models import Cell, Phase, Sweep, table_of, utcnow
 from afpbench.workers.sweeps.gate_run import fixture_gate, gate_all
 from afpbench.workers.sweeps.inputs import SweepInputs, inputs_for_sweep, load_inputs
 from afpbench.workers.sweeps.seal import afpbench_version, changed_components, seal_components, seal_hash
@@ -103,7 +103,9 @@ def create_sweep(session: Session, spec: SweepSpec, inputs: SweepInputs | None =
         for fx_id, gate in validity.items()
     }
     # Plain executemany in chunks, rows built as they go: ORM unit-of-work and giant multi-row statements
-    # were the 100k bottleneck, and a list of every row held ~1 KB a cell until the commit.
+    # were the 100k bottleneck, and a list of every row held ~1 KB a cell until the commit. Into the
+    # table, not the ORM entity: the ORM's bulk path still inspected every row (1.0 s at 10,000 cells).
+    cells = table_of(Cell)
     rows: list[dict] = []
     for pc in planned_cells(spec, inputs):
         label, model_hash, provider = models[pc.model_index]
@@ -119,10 +121,10 @@ def create_sweep(session: Session, spec: SweepSpec, inputs: SweepInputs | None =
             "state": ResultState.INVALID_TEST.value if reason else None, "state_reason": reason,
         })
         if len(rows) == _INSERT_CHUNK:
-            session.execute(insert(Cell), rows)
+            session.execute(insert(cells), rows)
             rows = []
     if rows:
-        session.execute(insert(Cell), rows)
+        session.execute(insert(cells), rows)
     session.flush()
     return sweep
 

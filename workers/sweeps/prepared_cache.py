@@ -43,6 +43,7 @@ from pydantic import ValidationError
 
 from afpbench.fixtures.loader import FixtureFile
 from afpbench.fixtures.schema import Fixture
+from afpbench.workers.sweeps.two_processes import collector_paused
 
 log = logging.getLogger(__name__)
 
@@ -144,10 +145,9 @@ class PreparedCache:
             texts = _lookup(db, "gated", "report", [report_key(k, gate) for k in keys]) if gate else {}
         fixtures: dict[int, Fixture] = {}
         reports: dict[int, Report] = {}
-        read: dict[str, Fixture | None] = {}
+        with collector_paused():  # 10,000 fixtures: 4.1 s with the collector on
+            read = {key: _fixture(blobs.get(key)) for key in dict.fromkeys(keys)}
         for i, key in enumerate(keys):
-            if key not in read:
-                read[key] = _fixture(blobs.get(key))
             fx = read[key]
             if fx is None:
                 continue
