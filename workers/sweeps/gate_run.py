@@ -87,14 +87,15 @@ def _nothing_yet(gate: Gate | None) -> PreparedFixtures:
 
 
 def prepare_fixtures(files: Sequence[FixtureFile], gate: Gate | None, only: Collection[str] | None,
-                     cache: PreparedCache | None = None, gate_key: str | None = None) -> PreparedFixtures:
+                     cache: PreparedCache | None = None, gate_id: str | None = None) -> PreparedFixtures:
     """Parse every file in order (a bad file raises its FixtureError, the first in file order) and gate
-    each fixture that `only` keeps. With a cache, what it holds for these texts (and, with `gate_key`
+    each fixture that `only` keeps. With a cache, what it holds for these texts (and, with `gate_id`
     naming `gate`, for this gate) is taken from it, and the rest computed here and written to it."""
     kept = set(only) if only else None
     if cache is None:
         return _parse_and_gate(files, gate, kept)
-    recalled = cache.recall(files, gate_key if gate is not None else None)
+    gate_id = gate_id if gate is not None else None  # reports are kept only for a given gate (gate_key)
+    recalled = cache.recall(files, gate_id)
     new_at = [i for i in range(len(files)) if i not in recalled.fixtures]
     fresh = _parse_and_gate([files[i] for i in new_at], gate, kept)  # a bad file raises here: never cached
     parsed = dict(zip(new_at, fresh.fixtures, strict=True))
@@ -102,7 +103,7 @@ def prepare_fixtures(files: Sequence[FixtureFile], gate: Gate | None, only: Coll
     fixtures = [by_index[i] for i in range(len(files))]
     wanted = [i for i in range(len(files)) if kept is None or fixtures[i].id in kept]
     reports, new_reports = _reports(fixtures, wanted, gate, recalled, parsed, fresh.reports)
-    cache.keep(files, parsed, gate_key if gate is not None else None, new_reports)
+    cache.keep(recalled, parsed, gate_id, new_reports)
     return PreparedFixtures(fixtures, reports)
 
 

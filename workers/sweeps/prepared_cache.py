@@ -93,6 +93,7 @@ def report_key(parsed: str, gate: str) -> str:
 class Recalled:
     """What the cache held for some files, by their index in the given order."""
 
+    keys: list[str]  # parse_key of each file, for `keep`
     fixtures: dict[int, Fixture]
     reports: dict[int, Report]  # only for indices in `fixtures`
 
@@ -130,19 +131,20 @@ class PreparedCache:
 
     def recall(self, files: Sequence[FixtureFile], gate: str | None) -> Recalled:
         """The parsed fixtures (and, with a gate key, their reports) the cache holds for `files`."""
+        keys = [parse_key(f) for f in files]
         try:
-            return self._recall(files, gate)
+            return self._recall(keys, gate)
         except FileNotFoundError:
-            return Recalled({}, {})
+            return Recalled(keys, {}, {})
         except (sqlite3.Error, OSError) as exc:
             self._failed("read", exc)
-            return Recalled({}, {})
+            return Recalled(keys, {}, {})
 
-    def _recall(self, files: Sequence[FixtureFile], gate: str | None) -> Recalled:
-        keys = [parse_key(f) for f in files]
+    def _recall(self, keys: list[str], gate: str | None) -> Recalled:
+        report_keys = [report_key(k, gate) for k in keys] if gate else []
         with self._connection(create=False) as db:
             blobs = _lookup(db, "parsed", "fixture", keys)
-            texts = _lookup(db, "gated", "report", [report_key(k, gate) for k in keys]) if gate else {}
+            texts = _lookup(db, "gated", "report", report_keys)
         fixtures: dict[int, Fixture] = {}
         reports: dict[int, Report] = {}
         with collector_paused():  # 10,000 fixtures: 4.1 s with the collector on
@@ -152,18 +154,19 @@ class PreparedCache:
             if fx is None:
                 continue
             fixtures[i] = fx
-            report = _report(texts.get(report_key(key, gate))) if gate else None
+            report = _report(texts.get(report_keys[i])) if gate else None
             if report is not None:
                 reports[i] = report
-        return Recalled(fixtures, reports)
+        return Recalled(keys, fixtures, reports)
 
-    def keep(self, files: Sequence[FixtureFile], fixtures: dict[int, Fixture], gate: str | None,
+    def keep(self, recalled: Recalled, fixtures: dict[int, Fixture], gate: str | None,
              reports: dict[int, Report]) -> None:
-        """Write what was computed: parsed fixtures and reports by index into `files`. Never raises."""
+        """Write what was computed: parsed fixtures and reports by index into the files `recalled` was
+        read for (its keys). Never raises."""
         if not fixtures and not reports:
             return
+        keys = recalled.keys
         try:
-            keys = {i: parse_key(files[i]) for i in {*fixtures, *reports}}
             parsed = [(keys[i], fx.model_dump_json().encode()) for i, fx in fixtures.items()]
             gated = [(report_key(keys[i], gate), json.dumps(r)) for i, r in reports.items()] if gate else []
             with self._connection(create=True) as db:
