@@ -34,6 +34,7 @@ from afpbench.scoring.vocabulary import afp_terms
 from afpbench.workers.sweeps import gate_run, two_processes
 from afpbench.workers.sweeps import inputs as inputs_module
 from afpbench.workers.sweeps.coordinator import validity_reports
+from afpbench.workers.sweeps.fixture_map import facts_of
 from afpbench.workers.sweeps.inputs import load_inputs
 from afpbench.workers.sweeps.spec import parse_spec
 from benchmarks.harness import make_fixtures
@@ -157,6 +158,7 @@ def split_prepare_gives_the_one_process_fixtures_and_reports(generated: str) -> 
         inputs = load_inputs(_spec(directory), with_validity=True)
     assert len(parses) == n // 2, f"{len(parses)} of {n} parsed here: no split"
     assert gc.isenabled()  # switched off only while the child's fixtures are unpickled
+    assert inputs.facts is not None and list(inputs.facts.values()) == [facts_of(fx) for fx in fixtures]
     assert list(inputs.fixtures.values()) == fixtures
     assert list(inputs.validity) == list(reports) and inputs.validity == reports
     assert validity_reports(inputs) == reports
@@ -167,6 +169,16 @@ def split_prepare_gives_the_one_process_fixtures_and_reports(generated: str) -> 
     narrowed = load_inputs(_spec(directory, only), with_validity=True)
     assert list(narrowed.fixtures.values()) == kept and narrowed.validity == kept_reports
     assert list(narrowed.validity) == only
+    # At most `keep` parsed fixtures come back, the first in file order of those `only` keeps, from
+    # either half (the child's share starts at n // 2).
+    files = read_fixture_files(directory)
+    for keep in (0, 50, n // 2 + 20, n + 5):
+        prepared = gate_run.prepare_fixtures(files, None, None, keep=keep)
+        assert list(prepared.parsed) == list(range(min(keep, n))), keep
+        assert list(prepared.parsed.values()) == fixtures[:keep], keep
+        assert prepared.facts == [facts_of(fx) for fx in fixtures]
+    narrow_keep = gate_run.prepare_fixtures(files, None, only, keep=3)
+    assert [fx.id for fx in narrow_keep.parsed.values()] == only[:3]
     _no_child_left()
 
 
@@ -198,8 +210,8 @@ def a_failing_helper_leaves_the_parent_to_prepare_its_half(generated: str) -> No
             os._exit(7)
         return real_parse(file)
 
-    def short_child(files, gate, kept):  # ten fixtures, no reports: the rest is parsed here, gated at creation
-        return gate_run.PreparedFixtures([real_parse(f) for f in files[:10]], None)
+    def short_child(files, gate, kept, keep, dump, offset):  # ten, no reports: the rest is parsed here
+        return gate_run.PreparedFixtures([facts_of(real_parse(f)) for f in files[:10]], {}, None)
 
     garbage = types.SimpleNamespace(dumps=lambda *a, **k: b"\x80\x05not a pickle", load=pickle.load,
                                     HIGHEST_PROTOCOL=pickle.HIGHEST_PROTOCOL)
@@ -213,6 +225,7 @@ def a_failing_helper_leaves_the_parent_to_prepare_its_half(generated: str) -> No
             inputs = load_inputs(_spec(directory), with_validity=True)
         assert len(parses) == parsed_here, (failure, len(parses))
         assert list(inputs.fixtures.values()) == fixtures, failure
+        assert inputs.facts is not None and list(inputs.facts.values()) == [facts_of(fx) for fx in fixtures], failure
         assert validity_reports(inputs) == reports, failure
         assert (inputs.validity is None) == (failure == "stops short"), failure
         _no_child_left()

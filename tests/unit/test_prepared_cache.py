@@ -18,8 +18,9 @@ from unittest import mock
 
 import pytest
 
-from afpbench.fixtures.loader import FixtureError
+from afpbench.fixtures.loader import FixtureError, read_fixture_files
 from afpbench.workers.sweeps import gate_run, prepared_cache
+from afpbench.workers.sweeps.fixture_map import facts_of
 from afpbench.workers.sweeps.inputs import load_inputs
 from afpbench.workers.sweeps.spec import parse_spec
 from tests.unit.test_gate_run import _break, _generate
@@ -68,12 +69,14 @@ def _counting() -> Iterator[dict[str, int]]:
         yield counts
 
 
-def _prepared(spec) -> tuple[list, dict | None]:
+def _prepared(spec) -> tuple[list, list, dict | None]:
+    """What creation plans from (the facts), the fixtures its cells see, and the reports."""
     inputs = load_inputs(spec, with_validity=True)
-    return list(inputs.fixtures.values()), inputs.validity
+    assert inputs.facts is not None
+    return list(inputs.facts.values()), list(inputs.fixtures.values()), inputs.validity
 
 
-def _without_cache(spec, settings_env, cache: Path) -> tuple[list, dict | None]:
+def _without_cache(spec, settings_env, cache: Path) -> tuple[list, list, dict | None]:
     settings_env(AFP_CACHE_DIR="off")
     try:
         return _prepared(spec)
@@ -90,15 +93,16 @@ def test_a_warm_run_parses_and_gates_nothing_and_gives_exactly_the_cold_outcome(
                                                                                   settings_env):
     spec = _spec(fixtures_dir)
     expected = _without_cache(spec, settings_env, cache_dir)
-    assert any(not r["passed"] for r in expected[1].values()) and any(r["passed"] for r in expected[1].values())
+    assert any(not r["passed"] for r in expected[2].values()) and any(r["passed"] for r in expected[2].values())
     with _counting() as cold:
         assert _prepared(spec) == expected
     assert cold == {"parsed": 29, "gated": 29}
     assert _rows(cache_dir, "parsed") == 29 and _rows(cache_dir, "gated") == 29
     with _counting() as warm:
-        fixtures, reports = _prepared(spec)
+        facts, fixtures, reports = _prepared(spec)
     assert warm == {"parsed": 0, "gated": 0}
-    assert (fixtures, reports) == expected
+    assert (facts, fixtures, reports) == expected
+    assert facts == [facts_of(fx) for fx in fixtures]
     assert list(reports) == [fx.id for fx in fixtures]  # file order, as without the cache
     assert (cache_dir / prepared_cache.FILE_NAME).stat().st_mode & 0o077 == 0, "the cache file is private"
 
@@ -111,7 +115,9 @@ def test_a_subset_gets_only_its_reports_and_the_rest_gated_when_asked_for(fixtur
     expected = _without_cache(whole, settings_env, cache_dir)
     with _counting() as counts:
         assert _prepared(whole) == expected
-    assert counts == {"parsed": 0, "gated": 27}
+    # The 27 not gated before are parsed again from their texts to be gated (the cache's copies are read
+    # whole only for the fixtures a sweep keeps parsed); the two gated before are neither.
+    assert counts == {"parsed": 27, "gated": 27}
 
 
 def test_other_instructions_reuse_the_parse_and_gate_again(fixtures_dir, cache_dir, settings_env, tmp_path):
@@ -124,7 +130,7 @@ def test_other_instructions_reuse_the_parse_and_gate_again(fixtures_dir, cache_d
     expected = _without_cache(spec, settings_env, cache_dir)
     with _counting() as counts:
         assert _prepared(spec) == expected
-    assert counts == {"parsed": 0, "gated": 29}
+    assert counts == {"parsed": 29, "gated": 29}  # parsed again to be gated, as above
 
 
 def test_a_bad_file_is_never_kept_and_raises_its_own_error_every_time(fixtures_dir, cache_dir, settings_env):
@@ -145,9 +151,10 @@ def test_what_is_read_back_is_checked_and_a_bad_entry_computed_again(fixtures_di
     spec = _spec(fixtures_dir)
     expected = _prepared(spec)
     with sqlite3.connect(cache_dir / prepared_cache.FILE_NAME) as db:
-        keys = [k for (k,) in db.execute("select key from parsed order by rowid limit 2")]
+        keys = [k for (k,) in db.execute("select key from parsed order by rowid limit 3")]
         db.execute("update parsed set fixture = ? where key = ?", (b'{"id": "P01"}', keys[0]))  # not a fixture
         db.execute("update parsed set fixture = ? where key = ?", (b"\xff\x00 not json", keys[1]))
+        db.execute("update parsed set facts = ? where key = ?", ('["P01", "1"]', keys[2]))  # not its facts
         reports = [k for (k,) in db.execute("select key from gated order by rowid limit 3")]
         db.execute("update gated set report = ? where key = ?", ('{"passed": true, "failures": [{"check": "x"}]}',
                                                                  reports[0]))
@@ -157,8 +164,40 @@ def test_what_is_read_back_is_checked_and_a_bad_entry_computed_again(fixtures_di
         db.execute("update gated set report = ? where key = ?", ("[]", reports[2]))
     with _counting() as counts:
         assert _prepared(spec) == expected
-    assert counts["parsed"] == 2 and counts["gated"] >= 3
+    assert counts["parsed"] == 3 and counts["gated"] >= 3
     with _counting() as counts:  # and written back whole
+        assert _prepared(spec) == expected
+    assert counts == {"parsed": 0, "gated": 0}
+
+
+def test_a_warm_run_reads_whole_only_the_fixtures_it_keeps_parsed(fixtures_dir, cache_dir):
+    """The coordinator plans from the facts; only the fixtures it hands on parsed are validated whole."""
+    facts, fixtures, _ = _prepared(_spec(fixtures_dir))
+    cache = prepared_cache.prepared_cache(str(cache_dir))
+    with mock.patch.object(prepared_cache, "_fixture", wraps=prepared_cache._fixture) as read, \
+            _counting() as counts:
+        prepared = gate_run.prepare_fixtures(read_fixture_files(fixtures_dir), None, None, cache, keep=5)
+    assert read.call_count == 5 and counts["parsed"] == 0
+    assert prepared.facts == facts and list(prepared.parsed.values()) == fixtures[:5]
+    assert list(prepared.parsed) == [0, 1, 2, 3, 4]
+
+
+def test_a_cache_of_an_older_layout_is_emptied_and_built_again(fixtures_dir, cache_dir):
+    spec = _spec(fixtures_dir)
+    expected = _prepared(spec)
+    path = cache_dir / prepared_cache.FILE_NAME
+    path.unlink()
+    with sqlite3.connect(path) as db:  # session 8's layout: no facts column, no user_version
+        db.execute("CREATE TABLE parsed (key TEXT PRIMARY KEY, fixture BLOB NOT NULL)")
+        db.execute("CREATE TABLE gated (key TEXT PRIMARY KEY, report TEXT NOT NULL)")
+        db.execute("INSERT INTO parsed VALUES ('k', x'00')")
+    with _counting() as counts:
+        assert _prepared(spec) == expected
+    assert counts == {"parsed": 29, "gated": 29}
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == prepared_cache.SCHEMA
+    assert _rows(cache_dir, "parsed") == 29
+    with _counting() as counts:
         assert _prepared(spec) == expected
     assert counts == {"parsed": 0, "gated": 0}
 
@@ -193,7 +232,7 @@ def test_the_fingerprint_covers_the_code_that_parses_and_gates():
     labels = [label for label, _ in prepared_cache.code_files()]
     for needed in ("afpbench.fixtures/loader.py", "afpbench.fixtures/schema.py", "afpbench.scoring/validity.py",
                    "afpbench.scoring/numbers.py", "afpbench.scoring/render.py", "afpbench.reference/protocol.yaml",
-                   "afpbench.workers.sweeps.gate_run"):
+                   "afpbench.workers.sweeps.gate_run", "afpbench.workers.sweeps.fixture_map"):
         assert needed in labels
 
 

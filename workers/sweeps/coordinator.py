@@ -41,7 +41,7 @@ class Plan:
 
 def _repeat_notices(spec: SweepSpec, inputs: SweepInputs) -> list[str]:
     hr_repeats = spec.high_risk_repeat_count()
-    high_risk = [fx.id for fx in inputs.fixtures.values() if fx.high_risk]
+    high_risk = [f.id for f in inputs.fixture_facts().values() if f.high_risk]
     if not (high_risk and hr_repeats > spec.repeats):
         return []
     asked = min(spec.high_risk_repeats, spec.repeats) if spec.high_risk_repeats < hr_repeats else spec.repeats
@@ -55,12 +55,13 @@ def planned_cells(spec: SweepSpec, inputs: SweepInputs) -> Iterator[PlannedCell]
     """fixtures x conditions x models x repeats, one at a time (a 100k sweep holds no list of them);
     high-risk fixtures get at least three repeats."""
     hr_repeats = spec.high_risk_repeat_count()
+    facts = inputs.fixture_facts()
     for mi, _model in enumerate(spec.models):
         for condition in spec.conditions:
-            for fx in inputs.fixtures.values():
-                n = hr_repeats if fx.high_risk else spec.repeats
+            for f in facts.values():
+                n = hr_repeats if f.high_risk else spec.repeats
                 for r in range(1, n + 1):
-                    yield PlannedCell(mi, condition, fx.id, r)
+                    yield PlannedCell(mi, condition, f.id, r)
 
 
 def plan_cells(spec: SweepSpec, inputs: SweepInputs) -> Plan:
@@ -107,9 +108,10 @@ def create_sweep(session: Session, spec: SweepSpec, inputs: SweepInputs | None =
     # table, not the ORM entity: the ORM's bulk path still inspected every row (1.0 s at 10,000 cells).
     cells = table_of(Cell)
     rows: list[dict] = []
+    facts = inputs.fixture_facts()
     for pc in planned_cells(spec, inputs):
         label, model_hash, provider = models[pc.model_index]
-        fx = inputs.fixtures[pc.fixture_id]
+        fx = facts[pc.fixture_id]
         # A fixture that fails the validity gate is not sent to any model: its cells are INVALID_TEST,
         # naming the failed checks, and stay visible (out of every denominator).
         reason = invalid[fx.id]

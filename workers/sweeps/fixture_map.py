@@ -11,14 +11,30 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import Future
+from typing import NamedTuple
 
 from afpbench.fixtures.loader import FixtureError, FixtureFile, parse_fixture
 from afpbench.fixtures.schema import Fixture
+from afpbench.scoring.render import tools_for
 
 # Parsed fixtures kept per sweep. A parsed fixture holds ~13-35 KB, so this is ~15-35 MB at most; a sweep
 # of up to this many distinct fixtures parses each once, a larger one re-parses (~1 ms) a fixture that
 # fell out, which its cell order (fixture by fixture, condition after condition) makes about once a cell.
 CAPACITY = 1024
+
+
+class FixtureFacts(NamedTuple):
+    """What creating a sweep needs to know of a fixture besides its text: enough to plan and write its
+    cells, so the coordinator need not hold every parsed fixture (~20 KB each) of a big sweep."""
+
+    id: str
+    version: str
+    high_risk: bool
+    offers_tools: bool  # scoring/render.py:tools_for offers it a tool, so its cells may take tool rounds
+
+
+def facts_of(fixture: Fixture) -> FixtureFacts:
+    return FixtureFacts(fixture.id, fixture.version, fixture.high_risk, bool(tools_for(fixture)))
 
 
 class LazyFixtures(Mapping[str, Fixture]):

@@ -10,7 +10,7 @@ the file-name -> id map stored beside the texts says which file holds which id w
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -35,10 +35,9 @@ from afpbench.reference.loader import (
     load_instructions,
     load_judge_prompt,
 )
-from afpbench.scoring.render import tools_for
 from afpbench.workers.settings import get_settings
 from afpbench.workers.store.models import Sweep
-from afpbench.workers.sweeps.fixture_map import CAPACITY, LazyFixtures
+from afpbench.workers.sweeps.fixture_map import CAPACITY, FixtureFacts, LazyFixtures, facts_of
 from afpbench.workers.sweeps.gate_run import Report, fixture_gate, gate_key, prepare_fixtures
 from afpbench.workers.sweeps.prepared_cache import prepared_cache
 from afpbench.workers.sweeps.seal import SealInputs
@@ -50,13 +49,21 @@ from afpbench.workers.sweeps.spec import ModelSpec, SweepSpec, parse_spec
 class SweepInputs:
     spec: SweepSpec
     fixture_files: list[FixtureFile]
-    fixtures: Mapping[str, Fixture]  # by fixture id, in file order: the i-th id is fixture_files[i]'s
+    # By fixture id, in file order: the i-th id is fixture_files[i]'s. From load_inputs and the store a
+    # LazyFixtures: each parsed when first read, a bounded number kept (fixture_map.py).
+    fixtures: Mapping[str, Fixture]
     instructions: InstructionSet
     judge_prompt: str
     offers_tools: bool  # a fixture offers a tool (scoring/render.py:tools_for), so a cell may take tool rounds
     # The validity reports by fixture id, when load_inputs gated the fixtures as it parsed them (so
     # validity_reports need not gate them again); None for inputs built any other way.
     validity: Mapping[str, Report] | None = None
+    # What creation needs of each fixture, by id in file order, when load_inputs learned it with the parse;
+    # None for inputs built any other way (fixture_facts then reads it off the fixtures).
+    facts: Mapping[str, FixtureFacts] | None = None
+
+    def fixture_facts(self) -> Mapping[str, FixtureFacts]:
+        return self.facts if self.facts is not None else {i: facts_of(fx) for i, fx in self.fixtures.items()}
 
     def seal_inputs(self) -> SealInputs:
         return SealInputs(self.spec, self.fixture_files, self.instructions, self.judge_prompt)
@@ -92,18 +99,21 @@ def load_inputs(spec: SweepSpec, *, with_validity: bool = False) -> SweepInputs:
     if with_validity and not isinstance(references, Exception):
         gate, gate_id = fixture_gate(*references), gate_key(*references)
     prepared = prepare_fixtures(files, gate, spec.fixtures.only, prepared_cache(get_settings().cache_dir), gate_id)
-    selected = select_parsed(list(zip(files, prepared.fixtures, strict=True)), where, spec.fixtures.only)
+    selected = select_parsed(list(zip(files, prepared.facts, strict=True)), where, spec.fixtures.only)
     if isinstance(references, Exception):
         raise references  # after the fixtures' errors: a spec wrong in both names its fixtures first, as always
     instructions, judge_prompt = references
+    facts = {f.id: f for _, f in selected}
     return SweepInputs(
         spec=spec,
-        fixture_files=[f for f, _ in selected],
-        fixtures={fx.id: fx for _, fx in selected},  # the coordinator walks them all: keep every one parsed
+        fixture_files=[file for file, _ in selected],
+        # The coordinator plans from `facts`; the parsed fixtures kept seed the embedded workers' map.
+        fixtures=LazyFixtures({f.id: file for file, f in selected}, prepared.parsed.values()),
         instructions=instructions,
         judge_prompt=judge_prompt,
-        offers_tools=_offers_tools(fx for _, fx in selected),
+        offers_tools=any(f.offers_tools for f in facts.values()),
         validity=prepared.reports,
+        facts=facts,
     )
 
 
@@ -114,10 +124,6 @@ def _references(spec: SweepSpec) -> tuple[InstructionSet, str] | Exception:
         return _instructions(spec.instructions), _judge_prompt(spec.judge_prompt)
     except Exception as exc:
         return exc
-
-
-def _offers_tools(fixtures: Iterable[Fixture]) -> bool:
-    return any(tools_for(fx) for fx in fixtures)
 
 
 def _fixture_files(source: FixtureSource) -> tuple[list[FixtureFile], str]:
@@ -163,7 +169,7 @@ def inputs_from_stored(spec_json: dict[str, Any], stored: dict[str, Any]) -> Swe
     else:  # stored before the id map (or the map does not fit the texts): parse each text once to learn it
         parsed = [parse_fixture(f) for f in files]
         fixtures = LazyFixtures({fx.id: f for f, fx in zip(files, parsed, strict=True)}, parsed[:CAPACITY])
-        offers_tools = _offers_tools(parsed)
+        offers_tools = any(facts_of(fx).offers_tools for fx in parsed)
     ins = stored["instructions"]
     return SweepInputs(
         spec=spec,
@@ -223,7 +229,8 @@ def remember(sweep_id: str, stored_spec: dict[str, Any], inputs: SweepInputs, va
     """Seed this process's caches with what the coordinator just stored (the embedded mode's workers share
     its process): the texts are the ones stored, so parsing them again would give the same objects. At most
     CAPACITY of the coordinator's parsed fixtures are kept (fixture_map.py), the rest parsed when needed."""
-    fixtures = LazyFixtures(dict(zip(inputs.fixtures, inputs.fixture_files, strict=True)), inputs.fixtures.values())
+    fixtures = inputs.fixtures if isinstance(inputs.fixtures, LazyFixtures) else \
+        LazyFixtures(dict(zip(inputs.fixtures, inputs.fixture_files, strict=True)), inputs.fixtures.values())
     built = SweepInputs(parse_spec(stored_spec, "stored spec"), inputs.fixture_files, fixtures,
                         inputs.instructions, inputs.judge_prompt, inputs.offers_tools)
     with _cache_lock:

@@ -4,17 +4,21 @@ Parsing a fixture (~1.2 ms) and gating it (~3.5 ms) were two thirds of the fixed
 `afpbench run`, and the same fixture set is usually run again and again. Both are pure functions of
 their inputs, so each result is kept under a key made of everything it depends on:
 
-- a parsed fixture: the file's exact text and the code fingerprint below;
+- a parsed fixture, and beside it its facts (fixture_map.FixtureFacts: what creation plans from): the
+  file's exact text and the code fingerprint below;
 - a gate report: the parsed fixture's key, the four conditions' instruction texts and the judge prompt.
 
 The code fingerprint hashes the source of every module that parses or gates (fixtures/, scoring/,
-reference/, gate_run.py) and the versions of PyYAML and pydantic, so an edited checkout or an upgrade
-never meets an old entry. A file that fails to parse is never kept: it is parsed, and refused, every time.
+reference/, gate_run.py, fixture_map.py) and the versions of PyYAML and pydantic, so an edited checkout
+or an upgrade never meets an old entry. A file that fails to parse is never kept: it is parsed, and
+refused, every time.
 
-What is read back is checked as if it came from outside: a fixture goes through the schema again
-(`Fixture.model_validate_json`), a report must have the stored form; anything else counts as missing and
-is computed and written anew. The cache never changes an outcome; any error of its own (a read-only or
-full disk, a locked or corrupt file) leaves the run to compute everything, as without it.
+What is read back is checked as if it came from outside: facts must have their form; a fixture read
+whole (only the first few a sweep keeps parsed: validating one costs ~0.2 ms) goes through the schema
+again (`Fixture.model_validate_json`) and must agree with its facts; a report must have the stored
+form. Anything else counts as missing and is computed and written anew. The cache never changes an
+outcome; any error of its own (a read-only or full disk, a locked or corrupt file) leaves the run to
+compute everything, as without it.
 
 One SQLite file (stdlib sqlite3, not the project's database: a cache must not need migrations or
 PostgreSQL) in AFP_CACHE_DIR, by default $XDG_CACHE_HOME/afpbench or ~/.cache/afpbench; "off" disables.
@@ -31,11 +35,12 @@ import logging
 import os
 import sqlite3
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import TypeGuard
 
 import pydantic
 import yaml
@@ -43,15 +48,19 @@ from pydantic import ValidationError
 
 from afpbench.fixtures.loader import FixtureFile
 from afpbench.fixtures.schema import Fixture
+from afpbench.workers.sweeps.fixture_map import FixtureFacts, facts_of
 from afpbench.workers.sweeps.two_processes import collector_paused
 
 log = logging.getLogger(__name__)
 
 FILE_NAME = "prepared-fixtures.sqlite"
+# The tables' layout (PRAGMA user_version): a file of another layout is emptied when next written.
+SCHEMA = 2
 MAX_ENTRIES = 12_000  # per table; ~7 KB a parsed fixture, so ~90 MB at most (compressing cost 0.1 ms each)
 _LOOKUP_CHUNK = 500  # keys per `IN (...)`: below SQLite's oldest parameter limit (999)
 # The modules whose code decides what a parse or a gate gives (packages: every .py file in them).
-_CODE = ("afpbench.fixtures", "afpbench.scoring", "afpbench.reference", "afpbench.workers.sweeps.gate_run")
+_CODE = ("afpbench.fixtures", "afpbench.scoring", "afpbench.reference", "afpbench.workers.sweeps.gate_run",
+         "afpbench.workers.sweeps.fixture_map")
 
 Report = dict  # the stored form of one fixture's validity report (gate_run.Report)
 
@@ -94,11 +103,12 @@ class Recalled:
     """What the cache held for some files, by their index in the given order."""
 
     keys: list[str]  # parse_key of each file, for `keep`
-    fixtures: dict[int, Fixture]
-    reports: dict[int, Report]  # only for indices in `fixtures`
+    facts: dict[int, FixtureFacts]  # every file the cache knows
+    parsed: dict[int, Fixture]  # the first `keep` of those the selection keeps, read and checked whole
+    reports: dict[int, Report]  # only for indices in `facts`
 
 
-def _is_report(value: object) -> bool:
+def _is_report(value: object) -> TypeGuard[Report]:
     if not isinstance(value, dict) or set(value) != {"passed", "failures"} or not isinstance(value["failures"], list):
         return False
     failures_ok = all(isinstance(f, dict) and set(f) == {"check", "detail"}
@@ -125,53 +135,64 @@ class PreparedCache:
                 db.execute("PRAGMA journal_mode=WAL")
                 # Never waits for the disk: an OS crash may spoil the file, which is then dropped (_failed).
                 db.execute("PRAGMA synchronous=OFF")
-                db.execute("CREATE TABLE IF NOT EXISTS parsed (key TEXT PRIMARY KEY, fixture BLOB NOT NULL)")
+                if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA:  # an older afpbench's file
+                    db.execute("DROP TABLE IF EXISTS parsed")
+                    db.execute("DROP TABLE IF EXISTS gated")
+                    db.execute(f"PRAGMA user_version={SCHEMA}")
+                db.execute("CREATE TABLE IF NOT EXISTS parsed"
+                           " (key TEXT PRIMARY KEY, fixture BLOB NOT NULL, facts TEXT NOT NULL)")
                 db.execute("CREATE TABLE IF NOT EXISTS gated (key TEXT PRIMARY KEY, report TEXT NOT NULL)")
             yield db
 
-    def recall(self, files: Sequence[FixtureFile], gate: str | None) -> Recalled:
-        """The parsed fixtures (and, with a gate key, their reports) the cache holds for `files`."""
+    def recall(self, files: Sequence[FixtureFile], gate: str | None, kept: Collection[str] | None = None,
+               keep: int = 0) -> Recalled:
+        """What the cache holds for `files`: each known file's facts, its report with a gate key, and the
+        first `keep` parsed fixtures of those `kept` keeps (None: all), in file order."""
         keys = [parse_key(f) for f in files]
         try:
-            return self._recall(keys, gate)
+            return self._recall(keys, gate, kept, keep)
         except FileNotFoundError:
-            return Recalled(keys, {}, {})
+            return Recalled(keys, {}, {}, {})
         except (sqlite3.Error, OSError) as exc:
             self._failed("read", exc)
-            return Recalled(keys, {}, {})
+            return Recalled(keys, {}, {}, {})
 
-    def _recall(self, keys: list[str], gate: str | None) -> Recalled:
-        report_keys = [report_key(k, gate) for k in keys] if gate else []
+    def _recall(self, keys: list[str], gate: str | None, kept: Collection[str] | None, keep: int) -> Recalled:
         with self._connection(create=False) as db:
-            blobs = _lookup(db, "parsed", "fixture", keys)
-            texts = _lookup(db, "gated", "report", report_keys)
-        fixtures: dict[int, Fixture] = {}
-        reports: dict[int, Report] = {}
+            if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA:
+                return Recalled(keys, {}, {}, {})
+            stored = _lookup(db, "parsed", "facts", keys)
+            facts = {i: f for i, key in enumerate(keys) if (f := _facts(stored.get(key))) is not None}
+            # Only these are read whole (Fixture.model_validate_json: ~0.2 ms each, 2 s at 10,000).
+            seeds = [i for i, f in facts.items() if kept is None or f.id in kept][:keep]
+            blobs = _lookup(db, "parsed", "fixture", [keys[i] for i in seeds])
+            report_keys = {i: report_key(keys[i], gate) for i in facts} if gate else {}
+            texts = _lookup(db, "gated", "report", list(report_keys.values()))
+        parsed: dict[int, Fixture] = {}
         with collector_paused():  # 10,000 fixtures: 4.1 s with the collector on
-            read = {key: _fixture(blobs.get(key)) for key in dict.fromkeys(keys)}
-        for i, key in enumerate(keys):
-            fx = read[key]
-            if fx is None:
-                continue
-            fixtures[i] = fx
-            report = _report(texts.get(report_keys[i])) if gate else None
-            if report is not None:
-                reports[i] = report
-        return Recalled(keys, fixtures, reports)
+            for i in seeds:
+                fx = _fixture(blobs.get(keys[i]))
+                if fx is not None and facts_of(fx) == facts[i]:
+                    parsed[i] = fx
+                else:  # spoilt, or disagreeing with its facts: the whole entry counts as missing
+                    del facts[i]
+        reports = {i: r for i, key in report_keys.items() if i in facts and (r := _report(texts.get(key))) is not None}
+        return Recalled(keys, facts, parsed, reports)
 
-    def keep(self, recalled: Recalled, fixtures: dict[int, Fixture], gate: str | None,
+    def keep(self, recalled: Recalled, dumped: dict[int, bytes], facts: Sequence[FixtureFacts], gate: str | None,
              reports: dict[int, Report]) -> None:
-        """Write what was computed: parsed fixtures and reports by index into the files `recalled` was
-        read for (its keys). Never raises."""
-        if not fixtures and not reports:
+        """Write what was computed, by index into the files `recalled` was read for (its keys): each new
+        parse (its fixture as `Fixture.model_dump_json` gives it, and its facts) and each new report.
+        Never raises."""
+        if not dumped and not reports:
             return
         keys = recalled.keys
         try:
-            parsed = [(keys[i], fx.model_dump_json().encode()) for i, fx in fixtures.items()]
+            parsed = [(keys[i], blob, json.dumps(list(facts[i]))) for i, blob in dumped.items()]
             gated = [(report_key(keys[i], gate), json.dumps(r)) for i, r in reports.items()] if gate else []
             with self._connection(create=True) as db:
                 db.execute("BEGIN IMMEDIATE")
-                db.executemany("INSERT OR REPLACE INTO parsed (key, fixture) VALUES (?, ?)", parsed)
+                db.executemany("INSERT OR REPLACE INTO parsed (key, fixture, facts) VALUES (?, ?, ?)", parsed)
                 db.executemany("INSERT OR REPLACE INTO gated (key, report) VALUES (?, ?)", gated)
                 for table in ("parsed", "gated"):
                     db.execute(f"DELETE FROM {table} WHERE rowid <= (SELECT max(rowid) FROM {table}) - ?",
@@ -211,13 +232,28 @@ def _fixture(blob: bytes | str | None) -> Fixture | None:
         return None
 
 
-def _report(text: bytes | str | None) -> Report | None:
+def _json(text: bytes | str | None) -> object:
+    """A stored JSON text decoded, or None (not a text, or not JSON)."""
     if not isinstance(text, str):
         return None
     try:
-        value = json.loads(text)
+        return json.loads(text)
     except ValueError:
         return None
+
+
+def _facts(text: bytes | str | None) -> FixtureFacts | None:
+    value = _json(text)
+    kinds = (str, str, bool, bool)  # FixtureFacts' fields, in order
+    if not isinstance(value, list) or len(value) != len(kinds):
+        return None
+    if not all(isinstance(v, k) for v, k in zip(value, kinds, strict=True)):
+        return None
+    return FixtureFacts(*value)
+
+
+def _report(text: bytes | str | None) -> Report | None:
+    value = _json(text)
     return value if _is_report(value) else None
 
 
