@@ -14,6 +14,8 @@ first or last on a warm machine. The harnesses:
   run beforehand, as every later run of the same fixture set finds it;
 - afpbench distributed: one `afpbench worker --concurrency C` (threads) on Redis DB 13 and a throwaway
   PostgreSQL database, started and answering pings before the clock starts, and the `afpbench run` command;
+- afpbench distributed-2 (only when named in --harnesses): the same with `afpbench worker --processes 2
+  --concurrency C/2`, one command using both cores as the embedded mode's two processes do;
 - Inspect AI: `inspect eval benchmarks/inspect_task.py` (its own venv; benchmarks/requirements.txt);
 - promptfoo: `promptfoo eval` (benchmarks/promptfoo/, pinned; the prompt is a JS function returning
   the same messages), writing its results to its own SQLite database as it does by default.
@@ -58,6 +60,7 @@ from harness import (
     mock_stats,
     pid_cpu_s,
     ready_sqlite,
+    tree_cpu_s,
     workers,
     write_prompts,
     write_spec,
@@ -124,15 +127,17 @@ def run_embedded(spec: Path, concurrency: int, work: Path, tag: str, cache: str 
     return {"wall_s": wall, "cpu_s": cpu, "done": json.loads(out)["done"]}
 
 
-def run_distributed(spec: Path, concurrency: int, work: Path, tag: str) -> dict:
+def run_distributed(spec: Path, concurrency: int, work: Path, tag: str, processes: int = 1) -> dict:
+    """One `afpbench worker --processes P --concurrency C/P` (so C calls in flight in all, as embedded)."""
     with ExitStack() as stack:
         db, env = stack.enter_context(distributed_services())
-        (worker,) = stack.enter_context(workers(env, 1, concurrency, work, prefix=f"side{tag}", ready=True))
+        (worker,) = stack.enter_context(workers(env, 1, concurrency // processes, work, prefix=f"side{tag}p{processes}",
+                                                ready=True, processes=processes))
         services = CpuSampler(db_name=db.rsplit("/", 1)[1])
         stack.enter_context(services)
-        worker_cpu = pid_cpu_s(worker.pid)
+        worker_cpu = tree_cpu_s(worker.pid)
         wall, cpu, out = _timed([*AFPBENCH, "run", str(spec), "--json"], env, REPO)
-        worker_cpu = pid_cpu_s(worker.pid) - worker_cpu
+        worker_cpu = tree_cpu_s(worker.pid) - worker_cpu
     return {"wall_s": wall, "cpu_s": cpu + worker_cpu, "worker_cpu_s": worker_cpu,
             "postgres_cpu_s": services.postgres_s, "redis_cpu_s": services.redis_s,
             "done": json.loads(out)["done"]}
@@ -191,6 +196,8 @@ def main() -> None:
                             r = run_embedded(spec, c, work, f"warm-{tag}", str(warm_cache))
                         elif name == "distributed":
                             r = run_distributed(spec, c, work, tag)
+                        elif name == "distributed-2":
+                            r = run_distributed(spec, c, work, tag, processes=2)
                         elif name == "inspect":
                             r = run_inspect(mock_url, prompts, c, work, tag)
                         else:
@@ -217,11 +224,12 @@ def main() -> None:
 
 def _row(runs: dict[str, list[dict]], prompts: int, latency: float, concurrency: int) -> dict:
     row: dict = {h: {**_summary(rs, prompts, latency, concurrency), "runs": rs} for h, rs in runs.items() if rs}
-    if "embedded" in row and "distributed" in row:
-        emb, dist = row["embedded"], row["distributed"]
-        row["distributed_vs_embedded_throughput_wall"] = round(emb["wall_s"] / dist["wall_s"], 3)
-        if emb["span_s"] and dist["span_s"]:
-            row["distributed_vs_embedded_throughput_span"] = round(emb["span_s"] / dist["span_s"], 3)
+    for name in ("distributed", "distributed-2"):
+        if "embedded" in row and name in row:
+            emb, dist, key = row["embedded"], row[name], name.replace("-", "_")
+            row[f"{key}_vs_embedded_throughput_wall"] = round(emb["wall_s"] / dist["wall_s"], 3)
+            if emb["span_s"] and dist["span_s"]:
+                row[f"{key}_vs_embedded_throughput_span"] = round(emb["span_s"] / dist["span_s"], 3)
     return row
 
 

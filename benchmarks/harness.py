@@ -218,19 +218,22 @@ def afp_env(database_url: str, broker_url: str = "memory://localhost/", **extra:
 
 @contextmanager
 def workers(env: dict[str, str], count: int, concurrency: int, log_dir: Path, prefix: str = "w",
-            ready: bool = False):
-    """`afpbench worker` processes (threads pool), stopped with SIGTERM (then SIGKILL) afterwards;
-    `ready`: yield only once every one answers a ping over the broker."""
+            ready: bool = False, processes: int = 1):
+    """`afpbench worker` commands (threads pool), stopped with SIGTERM (then SIGKILL) afterwards;
+    `processes`: each command's `--processes` (its children are named `<prefix><i>-<j>`, j from 1);
+    `ready`: yield only once every worker answers a ping over the broker."""
     procs = []
+    names = []
     for i in range(count):
         log = open(log_dir / f"{prefix}{i}.log", "w")  # noqa: SIM115 - closed below
         args = [*AFPBENCH, "worker", f"--concurrency={concurrency}", f"--hostname={prefix}{i}@%h",
-                "--pool=threads", "--loglevel=WARNING"]
+                "--pool=threads", "--loglevel=WARNING", f"--processes={processes}"]
+        names += [f"{prefix}{i}"] if processes == 1 else [f"{prefix}{i}-{j}" for j in range(1, processes + 1)]
         procs.append((subprocess.Popen(args, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
                                        start_new_session=True), log))
     try:
         if ready:
-            wait_workers_ready(env["AFP_BROKER_URL"], [f"{prefix}{i}" for i in range(count)])
+            wait_workers_ready(env["AFP_BROKER_URL"], names)
         yield [p for p, _ in procs]
     finally:
         for proc, log in procs:
@@ -339,6 +342,15 @@ def pid_cpu_s(pid: int) -> float:
     """User + system CPU seconds of a live process, all its threads (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def tree_cpu_s(pid: int) -> float:
+    """pid_cpu_s of a live process and of its live descendants (`afpbench worker --processes N`'s children)."""
+    total = pid_cpu_s(pid)
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            total += tree_cpu_s(int(child))
+    return total
 
 
 class CpuSampler:
