@@ -116,12 +116,12 @@ def prepare_fixtures(files: Sequence[FixtureFile], gate: Gate | None, only: Coll
     wanted = [i for i in range(len(files)) if kept is None or facts[i].id in kept]
     reports, new_reports = _reports(files, facts, wanted, gate, recalled, set(new_at), fresh.reports)
     cache.keep(recalled, {new_at[j]: blob for j, blob in fresh.dumped.items()}, facts, gate_id, new_reports)
-    return PreparedFixtures(facts, _first(parsed, wanted, keep), reports)
+    return PreparedFixtures(facts, _first(parsed, keep), reports)
 
 
-def _first(parsed: dict[int, Fixture], wanted: list[int], keep: int) -> dict[int, Fixture]:
-    """The first `keep` of the wanted parsed fixtures, by index in file order."""
-    return {i: parsed[i] for i in [i for i in wanted if i in parsed][:keep]}
+def _first(parsed: dict[int, Fixture], keep: int) -> dict[int, Fixture]:
+    """The first `keep` parsed fixtures by file index (each one kept is one `only` keeps: _prepare, recall)."""
+    return {i: parsed[i] for i in sorted(parsed)[:keep]}
 
 
 def _reports(files: Sequence[FixtureFile], facts: list[FixtureFacts], wanted: list[int], gate: Gate | None,
@@ -163,8 +163,7 @@ def _parse_and_gate(files: Sequence[FixtureFile], gate: Gate | None, kept: set[s
     # What the child left undone, here: after a bad file the child stops, and this parse raises its error.
     _prepare(theirs, files[half + len(theirs.facts):], gate, kept, theirs_keep, dump, half)
     both = None if mine.reports is None or theirs.reports is None else mine.reports | theirs.reports
-    parsed = mine.parsed | theirs.parsed
-    return PreparedFixtures(mine.facts + theirs.facts, dict(list(parsed.items())[:keep]), both,
+    return PreparedFixtures(mine.facts + theirs.facts, _first(mine.parsed | theirs.parsed, keep), both,
                             mine.dumped | theirs.dumped)
 
 
