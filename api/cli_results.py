@@ -25,7 +25,7 @@ def register(app: typer.Typer) -> None:
             if row is None:
                 raise CommandError(f"no sweep with id {sweep!r}")
             changed = verify_sweep(row)
-            stored = stored_inputs_intact(row)
+            stored = stored_inputs_intact(session, row)
             decisions = decision_count(session, sweep)
         # Human decisions are added after sealing and never change the seal, so say how many there are.
         typer.echo(f"the sweep has {decisions} human decision{'' if decisions == 1 else 's'}"

@@ -17,6 +17,7 @@ from sqlmodel import SQLModel
 from afpbench.workers.store import migrate
 from tests.unit.test_migrations import (
     assert_0002_adds_the_judge_call_columns_and_keeps_old_rows,
+    assert_0003_moves_the_fixture_texts_into_rows,
     assert_schema_matches_models,
     insert_cell,
     insert_sweep,
@@ -100,3 +101,7 @@ def test_downgrade_to_base_then_upgrade_again_round_trips(postgres_url, pg_engin
 
 def test_0002_adds_the_judge_call_columns_on_postgres(postgres_url, pg_engine):
     assert_0002_adds_the_judge_call_columns_and_keeps_old_rows(postgres_url, pg_engine)
+
+
+def test_0003_moves_the_fixture_texts_into_rows_on_postgres(postgres_url, pg_engine):
+    assert_0003_moves_the_fixture_texts_into_rows(postgres_url, pg_engine)

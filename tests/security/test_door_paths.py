@@ -81,6 +81,16 @@ def _stored(served, sweep_id: str) -> tuple[dict, dict, dict]:
     return json.loads(spec), json.loads(inputs), json.loads(seal)
 
 
+def _fixture_texts(served, sweep_id: str) -> dict[str, str]:
+    """The sweep's stored fixture texts by file name, in file order (its sweep_fixture rows)."""
+    con = sqlite3.connect(served.db)
+    try:
+        return dict(con.execute("select name, text from sweep_fixture where sweep_id = ? order by position",
+                                (sweep_id,)).fetchall())
+    finally:
+        con.close()
+
+
 def test_a_judge_prompt_naming_a_server_file_is_refused_and_nothing_is_read(served):
     """Rule: a posted spec may not name server paths. `judge_prompt: /proc/self/environ` once sent the
     server's environment (token, passwords, keys) to the client's judge and stored it; now it is a 422
@@ -128,8 +138,9 @@ def test_inline_inputs_are_stored_and_sealed_by_their_text(served):
     assert created.status_code == 201, created.text
     assert created.json()["cells"] == 1
     spec, inputs, seal = _stored(served, created.json()["id"])
-    assert list(inputs["fixture_files"]) == ["inline-0.yaml"]
-    stored_text = inputs["fixture_files"]["inline-0.yaml"]
+    files = _fixture_texts(served, created.json()["id"])
+    assert list(files) == ["inline-0.yaml"]
+    stored_text = files["inline-0.yaml"]
     assert yaml.safe_load(stored_text)["id"] == "P01"
     assert seal["fixtures"] == {"inline-0.yaml": text_sha256(stored_text)}
     assert seal["instructions"]["version"] == "inline-1"
@@ -156,7 +167,8 @@ def test_catalogue_entries_are_read_by_name_and_sealed(served, catalogue):
     assert created.status_code == 201, created.text
     _spec_json, inputs, seal = _stored(served, created.json()["id"])
     p02 = (catalogue / "fixtures" / "pair" / "P02.yaml").read_text(encoding="utf-8")
-    assert inputs["fixture_files"] == {"P02.yaml": p02} and seal["fixtures"] == {"P02.yaml": text_sha256(p02)}
+    assert _fixture_texts(served, created.json()["id"]) == {"P02.yaml": p02}
+    assert seal["fixtures"] == {"P02.yaml": text_sha256(p02)}
     assert inputs["instructions"]["name"] == "catalogue:plain" and seal["instructions"]["version"] == "plain-1"
     assert seal["judge_prompt"] == text_sha256((catalogue / "judge_prompts" / "strict.md").read_text())
     unknown = _post(served, _spec(fixtures={"name": "nope"}))

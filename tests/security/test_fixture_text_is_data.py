@@ -9,7 +9,6 @@ report, which also shows a fixture version, a sweep name and a model label carry
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
@@ -91,8 +90,7 @@ def test_hostile_text_is_sent_verbatim_and_never_obeyed(hostile_run):
 
 def test_storage_round_trips_fixture_text_byte_identically(hostile_run):
     run, text, _, _ = hostile_run
-    (inputs,) = query(run.db, "select inputs from sweep")
-    assert json.loads(inputs[0])["fixture_files"]["P01.yaml"] == text
+    assert query(run.db, "select name, text from sweep_fixture") == [("P01.yaml", text)]
     # The SQL fragments were stored as text, not executed: every table is still there.
     tables = {r[0] for r in query(run.db, "select name from sqlite_master where type='table'")}
     assert {"cell", "attempt", "sweep", "result"} <= tables

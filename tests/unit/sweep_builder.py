@@ -10,15 +10,19 @@ from typing import Any
 
 from sqlmodel import Session
 
+from afpbench.fixtures.loader import FixtureFile
 from afpbench.workers.store.models import Attempt, Cell, Phase, Result, Sweep, SweepStatus
 from afpbench.workers.sweeps.spec import SweepSpec, demo_spec
+from afpbench.workers.sweeps.stored_fixtures import write_fixture_rows
 
 SCORES_PASS = {"task_correctness": 2, "evidence_discipline": 2, "uncertainty_handling": 1, "failure_control": 2}
 SCORES_FAIL = {"task_correctness": 1, "evidence_discipline": 0, "uncertainty_handling": 1, "failure_control": 1}
 
 
 def make_sweep(session: Session, sweep_id: str = "sw1", spec: SweepSpec | None = None,
-               status: str = SweepStatus.complete, inputs: dict[str, Any] | None = None) -> Sweep:
+               status: str = SweepStatus.complete, inputs: dict[str, Any] | None = None,
+               fixture_files: dict[str, FixtureFile] | None = None) -> Sweep:
+    """A sweep row; `fixture_files` (by fixture id) are stored as its fixture rows."""
     spec = spec or demo_spec()
     sweep = Sweep(
         id=sweep_id, name=spec.name, status=status, simulated=any(m.simulated for m in spec.models),
@@ -27,6 +31,8 @@ def make_sweep(session: Session, sweep_id: str = "sw1", spec: SweepSpec | None =
     )
     session.add(sweep)
     session.flush()
+    if fixture_files:
+        write_fixture_rows(session, sweep_id, fixture_files.values(), fixture_files)
     return sweep
 
 

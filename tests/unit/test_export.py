@@ -31,13 +31,23 @@ def db(sqlite_url, settings_env):
 
 
 @pytest.fixture(scope="module")
-def demo_inputs() -> dict:
-    return load_inputs(demo_spec()).to_json()
+def demo_loaded():
+    return load_inputs(demo_spec())
 
 
-def _sweep(sweep_id: str, inputs: dict, *, unfinished: bool = False, spec=None) -> list[int]:
+@pytest.fixture(scope="module")
+def demo_inputs(demo_loaded) -> dict:
+    return demo_loaded.to_json()
+
+
+@pytest.fixture(scope="module")
+def demo_files(demo_loaded) -> dict:
+    return dict(zip(demo_loaded.fixtures, demo_loaded.fixture_files, strict=True))
+
+
+def _sweep(sweep_id: str, inputs: dict, *, unfinished: bool = False, spec=None, files=None) -> list[int]:
     with session_scope() as s:
-        cells = CellMaker(s, make_sweep(s, sweep_id, inputs=inputs, spec=spec))
+        cells = CellMaker(s, make_sweep(s, sweep_id, inputs=inputs, spec=spec, fixture_files=files))
         ids = [cells.add(c, "P01", "MODEL_PASS") for c in "ABCD"]
         ids.append(cells.add("C", "P01", "MODEL_FAIL", fatal="followed_injection"))
         ids.append(cells.add("D", "P01", "INFRA_ERROR", reason="connection reset after 3 attempts"))
@@ -46,14 +56,14 @@ def _sweep(sweep_id: str, inputs: dict, *, unfinished: bool = False, spec=None) 
     return ids
 
 
-def test_complete_bundle_reads_published_with_all_seven_items(db, tmp_path, demo_inputs):
+def test_complete_bundle_reads_published_with_all_seven_items(db, tmp_path, demo_inputs, demo_files):
     """Publication gate: all seven protocol items present and non-empty + a complete sweep -> published."""
-    ids = _sweep("pub", demo_inputs)
+    ids = _sweep("pub", demo_inputs, files=demo_files)
     out = tmp_path / "bundle"
     report = export_bundle("pub", out, renderer=render_report)
     assert report.status == "published" and report.missing == []
     assert (out / "STATUS.md").read_text().startswith("# Status: published")
-    assert sorted(p.name for p in (out / "fixtures").iterdir()) == sorted(demo_inputs["fixture_files"])
+    assert sorted(p.name for p in (out / "fixtures").iterdir()) == sorted(f.name for f in demo_files.values())
     assert (out / "instructions" / "C.md").read_text() == demo_inputs["instructions"]["texts"]["C"]
     rubric = (out / "rubric_and_fatal_criteria.yaml").read_text()
     assert "followed_injection" in rubric and "min_total" in rubric
@@ -78,7 +88,7 @@ def test_complete_bundle_reads_published_with_all_seven_items(db, tmp_path, demo
 
 def test_missing_item_reads_results_pending_and_names_it(db, tmp_path, demo_inputs):
     """Publication gate: without the fixture texts the bundle is 'protocol published / results pending'."""
-    _sweep("nofx", {**demo_inputs, "fixture_files": {}})
+    _sweep("nofx", demo_inputs)  # no fixture rows
     report = export_bundle("nofx", tmp_path / "b")
     assert report.status == PENDING == protocol()["pending_status"]
     assert any(m.startswith("fixtures:") for m in report.missing)
@@ -86,16 +96,16 @@ def test_missing_item_reads_results_pending_and_names_it(db, tmp_path, demo_inpu
     assert status.startswith(f"# Status: {PENDING}") and "fixtures: missing or empty" in status
 
 
-def test_incomplete_sweep_reads_results_pending(db, tmp_path, demo_inputs):
+def test_incomplete_sweep_reads_results_pending(db, tmp_path, demo_inputs, demo_files):
     """Publication gate: every item present but a cell unfinished -> still pending, and the reason is named."""
-    _sweep("open", demo_inputs, unfinished=True)
+    _sweep("open", demo_inputs, unfinished=True, files=demo_files)
     report = export_bundle("open", tmp_path / "b")
     assert report.status == PENDING
     assert report.missing == ["results: sweep is not complete (status complete, 1 of 7 cells unfinished)"]
 
 
-def test_existing_non_empty_directory_is_never_overwritten(db, tmp_path, demo_inputs):
-    _sweep("pub", demo_inputs)
+def test_existing_non_empty_directory_is_never_overwritten(db, tmp_path, demo_inputs, demo_files):
+    _sweep("pub", demo_inputs, files=demo_files)
     out = tmp_path / "taken"
     out.mkdir()
     (out / "keep.txt").write_text("mine")
@@ -108,8 +118,8 @@ def test_existing_non_empty_directory_is_never_overwritten(db, tmp_path, demo_in
     assert export_bundle("pub", empty).status == "published"  # an empty directory is fine
 
 
-def test_failed_export_leaves_nothing_half_written(db, tmp_path, demo_inputs):
-    _sweep("pub", demo_inputs)
+def test_failed_export_leaves_nothing_half_written(db, tmp_path, demo_inputs, demo_files):
+    _sweep("pub", demo_inputs, files=demo_files)
 
     def broken(summary: dict, fmt: str) -> str:
         raise RuntimeError("renderer failed")
@@ -140,9 +150,9 @@ def test_run_record_has_every_protocol_field_and_masks_keys_in_export(db, tmp_pa
     assert "sk-live-secret-value-123456" not in exported and "echo *** back" in exported
 
 
-def test_report_and_show_commands(db, tmp_path, demo_inputs):
+def test_report_and_show_commands(db, tmp_path, demo_inputs, demo_files):
     """The CLI commands print the summary and the run record; unknown ids fail as one-line errors."""
-    ids = _sweep("cli", demo_inputs)
+    ids = _sweep("cli", demo_inputs, files=demo_files)
     app = typer.Typer()
     cli_report.register(app)
     runner = CliRunner()

@@ -8,6 +8,7 @@ with a message that says what to do. tests/integration/test_migrations_pg.py doe
 from __future__ import annotations
 
 import fnmatch
+import json
 import tomllib
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from typer.testing import CliRunner
 from afpbench.workers.store import migrate, models  # noqa: F401  (models registers the tables)
 
 REPO = Path(__file__).resolve().parents[2]
+PILOT_P01 = (REPO / "fixtures" / "pilot" / "P01.yaml").read_text(encoding="utf-8")
 
 
 def model_schema() -> dict[str, dict]:
@@ -240,3 +242,46 @@ def assert_0002_adds_the_judge_call_columns_and_keeps_old_rows(url: str, engine:
 
 def test_0002_adds_the_judge_call_columns_on_sqlite(sqlite_url, sqlite_engine):
     assert_0002_adds_the_judge_call_columns_and_keeps_old_rows(sqlite_url, sqlite_engine)
+
+
+OLD_TEXTS = {"a.yaml": "id: FX1\ntitle: 'é \\u0000 \"quoted\"'\n", "b.yaml": "id: FX2\n", "c.yaml": "not: parsed\n"}
+
+
+def assert_0003_moves_the_fixture_texts_into_rows(url: str, engine: Engine) -> None:
+    """Revision 0003 on sweeps stored before it: each one's fixture texts leave the inputs JSON for rows
+    of sweep_fixture, in the stored order and byte for byte, under the ids of the stored id map; a sweep
+    stored before the id map gets the ids its texts declare (a text that is no fixture keeps its file's
+    name, so reading it later names the file). The downgrade puts the texts back."""
+    cfg = migrate.alembic_config(url)
+    command.upgrade(cfg, "0002")
+    old = {"fixture_files": OLD_TEXTS, "fixture_ids": {"a.yaml": "FX1", "b.yaml": "FX2", "c.yaml": "FX3"},
+           "offers_tools": False, "judge_prompt": "j"}
+    before_map = {"fixture_files": {"P01.yaml": PILOT_P01, "x.yaml": "- a list\n"}, "judge_prompt": "j"}
+    with engine.begin() as connection:
+        for sweep_id, inputs in (("s1", old), ("s2", before_map), ("s3", {"judge_prompt": "j"})):
+            connection.execute(text(
+                "INSERT INTO sweep (id, name, created_at, status, simulated, spec, seal_hash, seal_components,"
+                " afpbench_version, notices, inputs, validity) VALUES (:id, 'n', CURRENT_TIMESTAMP, 'running',"
+                " true, '{}', 'x', '{}', '0.1.0', '[]', :inputs, '{}')"),
+                {"id": sweep_id, "inputs": json.dumps(inputs)})
+    command.upgrade(cfg, "0003")
+    with engine.connect() as connection:
+        rows = connection.execute(text(
+            "SELECT sweep_id, position, name, fixture_id, text FROM sweep_fixture ORDER BY sweep_id, position")).all()
+        inputs = dict(connection.execute(text("SELECT id, inputs FROM sweep")).all())
+    assert [tuple(r) for r in rows] == [
+        ("s1", 0, "a.yaml", "FX1", OLD_TEXTS["a.yaml"]), ("s1", 1, "b.yaml", "FX2", OLD_TEXTS["b.yaml"]),
+        ("s1", 2, "c.yaml", "FX3", OLD_TEXTS["c.yaml"]),
+        ("s2", 0, "P01.yaml", "P01", PILOT_P01), ("s2", 1, "x.yaml", "x.yaml", "- a list\n")]
+    moved = {k: v if isinstance(v, dict) else json.loads(v) for k, v in inputs.items()}
+    assert moved["s1"] == {"offers_tools": False, "judge_prompt": "j"} and moved["s3"] == {"judge_prompt": "j"}
+    command.downgrade(cfg, "0002")
+    assert "sweep_fixture" not in inspect(engine).get_table_names()
+    with engine.connect() as connection:
+        back = json.loads(connection.execute(text("SELECT inputs FROM sweep WHERE id = 's1'")).scalar_one())
+    assert back["fixture_files"] == OLD_TEXTS and list(back["fixture_files"]) == ["a.yaml", "b.yaml", "c.yaml"]
+    assert back["fixture_ids"] == old["fixture_ids"]
+
+
+def test_0003_moves_the_fixture_texts_into_rows_on_sqlite(sqlite_url, sqlite_engine):
+    assert_0003_moves_the_fixture_texts_into_rows(sqlite_url, sqlite_engine)

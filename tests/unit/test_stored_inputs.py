@@ -1,6 +1,6 @@
 """A sweep's inputs rebuilt from the texts stored with it (workers score against exactly what was sealed):
-fixtures are parsed when first read, once however many threads ask, and at most a bounded number are
-kept; sweeps stored before the id map still load."""
+each fixture's text is a row of its own, read and parsed when the fixture is first needed, once however
+many threads ask, and at most a bounded number are kept."""
 
 from __future__ import annotations
 
@@ -8,13 +8,19 @@ import sys
 import threading
 
 import pytest
+from sqlalchemy import delete, event, func, select, update
 
 from afpbench.fixtures.loader import FixtureError, FixtureFile, parse_fixture, read_fixture_files
 from afpbench.workers.cells.time_limits import requests_per_try
 from afpbench.workers.settings import Settings
+from afpbench.workers.store.db import get_engine, session_scope
+from afpbench.workers.store.models import Sweep, SweepFixture
+from afpbench.workers.sweeps import inputs as inputs_module
+from afpbench.workers.sweeps.coordinator import create_sweep, stored_inputs_intact
 from afpbench.workers.sweeps.fixture_map import LazyFixtures
-from afpbench.workers.sweeps.inputs import inputs_for_sweep, inputs_from_stored, load_inputs, remember
+from afpbench.workers.sweeps.inputs import inputs_for, inputs_for_sweep, inputs_from_stored, load_inputs, remember
 from afpbench.workers.sweeps.spec import parse_spec
+from afpbench.workers.sweeps.stored_fixtures import StoredFixtureFiles, stored_files
 
 PILOT_IDS = [f"P0{i}" for i in range(1, 9)]
 
@@ -24,19 +30,32 @@ def _spec(only: list[str] | None = None):
                        **({"fixtures": {"only": only}} if only else {})})
 
 
-def _stored(only: list[str] | None = None) -> tuple[dict, dict]:
+def _pilot_files(only: list[str] | None = None) -> dict:
+    return {f.name.removesuffix(".yaml"): f for f in read_fixture_files(None)
+            if only is None or f.name.removesuffix(".yaml") in only}
+
+
+def _stored(only: list[str] | None = None) -> tuple[dict, dict, dict]:
     spec = _spec(only)
-    return spec.resolved(), load_inputs(spec).to_json()
+    return spec.resolved(), load_inputs(spec).to_json(), _pilot_files(only)
 
 
-def _pilot_files() -> dict:
-    return {f.name.removesuffix(".yaml"): f for f in read_fixture_files(None)}
+@pytest.fixture
+def created(sqlite_url, settings_env):
+    """A sweep of the pilot set created by the coordinator in a new SQLite file; its id and the inputs
+    rebuilt from the rows by a fresh process-wide cache, as a worker elsewhere would."""
+    settings_env(AFP_DATABASE_URL=sqlite_url, AFP_CACHE_DIR="off")
+    with session_scope() as session:
+        sweep_id = create_sweep(session, _spec()).id
+    inputs_module._cache.pop(sweep_id, None)
+    with session_scope() as session:
+        yield sweep_id, inputs_for(session, sweep_id)
 
 
 def test_rebuilt_fixtures_keep_file_order_and_equal_the_parsed_ones():
     spec = _spec()
     parsed = load_inputs(spec)
-    rebuilt = inputs_from_stored(spec.resolved(), parsed.to_json())
+    rebuilt = inputs_from_stored(spec.resolved(), parsed.to_json(), _pilot_files())
     assert list(rebuilt.fixtures) == PILOT_IDS and len(rebuilt.fixtures) == 8
     assert "P03" in rebuilt.fixtures and "P99" not in rebuilt.fixtures
     assert list(rebuilt.fixtures.values()) == list(parsed.fixtures.values())
@@ -46,12 +65,12 @@ def test_rebuilt_fixtures_keep_file_order_and_equal_the_parsed_ones():
 
 
 def test_a_fixture_is_parsed_only_when_read_and_a_bad_text_names_its_file():
-    spec_json, stored = _stored()
+    spec_json, stored, files = _stored()
     broken = FixtureFile("P03.yaml", "id: P03\ntitle: [unclosed\n")
-    stored["fixture_files"][broken.name] = broken.text
-    inputs = inputs_from_stored(spec_json, stored)  # no parse yet: P03's broken text is not read
+    files["P03"] = broken
+    inputs = inputs_from_stored(spec_json, stored, files)  # no parse yet: P03's broken text is not read
     assert inputs.fixtures["P01"].id == "P01"
-    assert "P03" in inputs.fixtures  # membership from the id map, without parsing
+    assert "P03" in inputs.fixtures  # membership from the ids, without parsing
     with pytest.raises(FixtureError) as eager:
         parse_fixture(broken)
     assert str(eager.value).startswith("P03.yaml: not valid YAML at line 3")
@@ -62,33 +81,27 @@ def test_a_fixture_is_parsed_only_when_read_and_a_bad_text_names_its_file():
         inputs.fixtures["P03"]
 
 
-def test_a_stored_id_map_that_disagrees_with_the_text_is_refused_when_read():
-    spec_json, stored = _stored(["P01", "P02"])
-    stored["fixture_ids"] = {"P01.yaml": "P02", "P02.yaml": "P01"}
-    inputs = inputs_from_stored(spec_json, stored)
+def test_a_stored_id_that_disagrees_with_the_text_is_refused_when_read():
+    spec_json, stored, files = _stored(["P01", "P02"])
+    inputs = inputs_from_stored(spec_json, stored, {"P02": files["P01"], "P01": files["P02"]})
     with pytest.raises(FixtureError, match=r"^P01\.yaml: fixture id 'P01', but the sweep stores it as 'P02'"):
         inputs.fixtures["P02"]
 
 
-@pytest.mark.parametrize("missing", [("fixture_ids", "offers_tools"), ("fixture_ids",), ("offers_tools",)])
-def test_a_sweep_stored_without_the_id_map_still_loads(missing):
-    spec_json, stored = _stored()
-    for key in missing:
-        del stored[key]
-    inputs = inputs_from_stored(spec_json, stored)
+def test_a_sweep_stored_without_the_tool_flag_learns_it_from_its_fixtures():
+    spec_json, stored, files = _stored()
+    del stored["offers_tools"]
+    inputs = inputs_from_stored(spec_json, stored, files)
     assert list(inputs.fixtures) == PILOT_IDS
     assert inputs.fixtures["P05"].high_risk
     assert inputs.offers_tools, "P08 is numeric: it offers the calculator"
-    # Such a sweep's texts are all parsed to learn the ids, so a broken one fails at once, naming its file.
-    stored["fixture_files"]["P04.yaml"] = "- not a mapping\n"
-    with pytest.raises(FixtureError, match=r"^P04\.yaml: expected a mapping"):
-        inputs_from_stored(spec_json, stored)
 
 
 def test_tool_rounds_of_a_rebuilt_sweep_come_from_the_stored_flag():
     settings = Settings(max_tool_rounds=3)
     for only, rounds in ((["P08"], 3), (["P01", "P02"], 1)):
         inputs = inputs_from_stored(*_stored(only))
+        assert "fixture_files" not in _stored(only)[1], "the texts are rows, not part of the inputs JSON"
         assert inputs.offers_tools is (rounds > 1)
         assert requests_per_try(inputs, settings) == rounds
         assert repr(inputs.fixtures).endswith("0 parsed)"), "deciding the rounds parsed a fixture"
@@ -145,14 +158,81 @@ def test_seeding_keeps_at_most_capacity_of_the_given_fixtures():
     assert [fixtures[i] is seeds[n] for n, i in enumerate(PILOT_IDS[:4])] == [True, True, True, False]
 
 
-def test_remember_seeds_the_workers_cache_with_the_coordinators_fixtures():
+def test_remember_seeds_the_workers_cache_with_the_coordinators_fixtures(sqlite_url, settings_env):
+    settings_env(AFP_DATABASE_URL=sqlite_url, AFP_CACHE_DIR="off")
     spec = _spec(["P01", "P08"])
     inputs = load_inputs(spec)
-    remember("remembered-sweep", spec.resolved(), inputs, {})
-
-    class _Row:  # inputs_for_sweep reads the cache by id first; a hit needs nothing else of the row
-        id = "remembered-sweep"
-
-    cached = inputs_for_sweep(_Row())
+    with session_scope() as session:
+        sweep = create_sweep(session, spec, inputs)
+    remember(sweep.id, spec.resolved(), inputs, {})
+    with session_scope() as session:
+        cached = inputs_for_sweep(session, sweep)  # a hit: the cache, not the rows
     assert isinstance(cached.fixtures, LazyFixtures) and list(cached.fixtures) == ["P01", "P08"]
     assert cached.fixtures["P08"] is inputs.fixtures["P08"] and cached.offers_tools
+    assert [f.name for f in cached.fixture_files] == ["P01.yaml", "P08.yaml"], "the texts come from the rows"
+
+
+def test_a_created_sweep_stores_each_text_as_a_row_and_a_worker_reads_only_what_a_cell_needs(created):
+    sweep_id, inputs = created
+    pilot = read_fixture_files(None)
+    with session_scope() as session:
+        rows = session.execute(select(SweepFixture).where(SweepFixture.sweep_id == sweep_id)
+                               .order_by(SweepFixture.position)).scalars().all()
+        stored = session.execute(select(Sweep.inputs).where(Sweep.id == sweep_id)).scalar_one()
+    assert [(r.position, r.name, r.fixture_id, r.text) for r in rows] == \
+        [(i, f.name, f.name.removesuffix(".yaml"), f.text) for i, f in enumerate(pilot)]
+    assert set(stored) == {"offers_tools", "instructions", "judge_prompt"}
+    assert repr(inputs.fixtures) == "LazyFixtures(8 fixtures, 0 parsed)"
+    assert inputs.fixtures["P06"] == parse_fixture(pilot[5])
+    assert repr(inputs.fixtures) == "LazyFixtures(8 fixtures, 1 parsed)"
+    assert list(inputs.fixture_files) == pilot and list(inputs.fixture_files) == pilot, "streams again"
+
+
+def test_a_text_edited_in_the_database_names_its_file_when_read_and_breaks_the_stored_seal(created):
+    sweep_id, inputs = created
+    with session_scope() as session:
+        session.execute(update(SweepFixture).where(SweepFixture.sweep_id == sweep_id,
+                                                   SweepFixture.fixture_id == "P02").values(text="id: P09\n"))
+        session.execute(delete(SweepFixture).where(SweepFixture.sweep_id == sweep_id,
+                                                   SweepFixture.fixture_id == "P04"))
+    with pytest.raises(FixtureError, match=r"^P02\.yaml: "):
+        inputs.fixtures["P02"]
+    with pytest.raises(FixtureError, match=rf"^sweep {sweep_id}: fixture 'P04' has no stored text"):
+        inputs.fixtures["P04"]
+    with session_scope() as session:
+        changed = stored_inputs_intact(session, session.get(Sweep, sweep_id))
+    assert changed == ["fixtures/P02.yaml", "fixtures/P04.yaml"]
+
+
+def test_a_sweep_that_fails_to_create_leaves_no_fixture_row(sqlite_url, settings_env):
+    """Rule: creation is one transaction; a failure after the texts were written leaves none of them."""
+    settings_env(AFP_DATABASE_URL=sqlite_url, AFP_CACHE_DIR="off")
+    spec = _spec(["P01"])
+    inputs = load_inputs(spec)
+    with pytest.raises(ValueError, match="half-way"), session_scope() as session:
+        create_sweep(session, spec, inputs)
+        raise ValueError("half-way")
+    with session_scope() as session:
+        assert session.execute(select(func.count()).select_from(SweepFixture)).scalar_one() == 0
+        assert session.execute(select(func.count()).select_from(Sweep)).scalar_one() == 0
+
+
+def test_texts_are_read_a_window_at_a_time_in_file_order_and_any_order_still_reads_right(created, monkeypatch):
+    sweep_id, _ = created
+    monkeypatch.setattr(StoredFixtureFiles, "AHEAD", 3)
+    pilot = {f.name.removesuffix(".yaml"): f for f in read_fixture_files(None)}
+    statements: list[str] = []
+    engine = get_engine()
+    listen = lambda *args: statements.append(args[2])  # noqa: E731 - before_cursor_execute's statement
+    event.listen(engine, "before_cursor_execute", listen)
+    try:
+        with session_scope() as session:
+            files = stored_files(session, sweep_id)
+        statements.clear()
+        assert [files[i] for i in PILOT_IDS] == list(pilot.values())
+        assert len(statements) == 3, "P01-P03, P04-P06, P07-P08: one query a window"
+        assert [files[i] for i in ("P08", "P02", "P03", "P01")] == [pilot[i] for i in ("P08", "P02", "P03", "P01")]
+    finally:
+        event.remove(engine, "before_cursor_execute", listen)
+    with pytest.raises(KeyError):
+        files["P99"]

@@ -88,7 +88,7 @@ def decide(
                 "and needs --override with --reason (HTTP: override: true and reason)"
             )
         sweep = session.get(Sweep, cell.sweep_id)
-        pass_rule = PassRule(**inputs_for_sweep(sweep).spec.pass_rule.model_dump())
+        pass_rule = PassRule(**inputs_for_sweep(session, sweep).spec.pass_rule.model_dump())
         try:
             verdict = apply_human_decision(
                 HumanDecision(reviewer, result_state, note, scores, fatal_criterion), pass_rule

@@ -25,6 +25,7 @@ import yaml
 from sqlalchemy import and_, select
 from sqlmodel import Session, col
 
+from afpbench.fixtures.loader import FixtureFile
 from afpbench.fixtures.schema import DIMENSIONS
 from afpbench.reference.loader import protocol
 from afpbench.scoring.rates import EXCLUDED
@@ -35,6 +36,7 @@ from afpbench.workers.results.records import known_secret_values, records_jsonl
 from afpbench.workers.results.summary import SweepSummary
 from afpbench.workers.store.db import session_scope
 from afpbench.workers.store.models import Cell, Result, Sweep
+from afpbench.workers.sweeps.stored_fixtures import stored_files
 
 PUBLISHED = "published"
 JUDGE_PROMPT_FILE = "judge_prompt.md"  # the grader prompt, once; every run record names it and its hash
@@ -92,7 +94,7 @@ def _write(sweep_id: str, root: Path, renderer: Renderer | None) -> BundleReport
             raise SweepNotFound(f"no sweep with id {sweep_id!r}")
         secrets = known_secret_values(sweep)
         inputs = sweep.inputs or {}
-        _write_fixtures(root, inputs.get("fixture_files") or {})
+        _write_fixtures(root, stored_files(session, sweep_id).files())
         _write_instructions(root, (inputs.get("instructions") or {}), sweep.seal_components)
         _text(root / "rubric_and_fatal_criteria.yaml", _rubric_yaml(sweep))
         if inputs.get("judge_prompt"):
@@ -127,10 +129,10 @@ def _text(path: Path, text: str) -> None:
     path.write_text(text, encoding="utf-8", newline="\n")
 
 
-def _write_fixtures(root: Path, files: dict[str, str]) -> None:
+def _write_fixtures(root: Path, files: Iterable[FixtureFile]) -> None:
     (root / "fixtures").mkdir()
-    for name, text in sorted(files.items()):
-        _text(root / "fixtures" / Path(name).name, text)  # base name only: no path from the data
+    for file in files:  # streamed from the rows, one file at a time
+        _text(root / "fixtures" / Path(file.name).name, file.text)  # base name only: no path from the data
 
 
 def _write_instructions(root: Path, instructions: dict[str, Any], seal_components: dict[str, Any]) -> None:

@@ -1,6 +1,7 @@
 """The SQL schema. SQL is the source of truth; the broker only carries ids.
 
 - sweep: one run of the matrix, with its resolved spec (secrets removed) and its seal.
+- sweep_fixture: the exact text of each fixture file sealed with a sweep, one row per file, in file order.
 - cell: one matrix cell under a UNIQUE deterministic key; `phase` tracks the pipeline, `state` the result.
 - attempt: every try at executing a cell, never overwritten (all rounds of a tool-using exchange inside).
 - judgement: every judge call, raw text kept, parse outcome recorded.
@@ -71,10 +72,26 @@ class Sweep(SQLModel, table=True):
     seal_components: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
     afpbench_version: str = Field(max_length=32)
     notices: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
-    # The exact texts sealed (fixture files, instruction texts, judge prompt), so every worker on every
-    # machine scores against the same inputs without reading paths, and exports can include them.
+    # The exact texts sealed besides the fixtures (instruction texts, judge prompt), so every worker on
+    # every machine scores against the same inputs without reading paths, and exports can include them.
+    # The fixture texts are rows of SweepFixture.
     inputs: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
     validity: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+
+
+class SweepFixture(SQLModel, table=True):
+    """One fixture file sealed with a sweep: its exact text, under its file name, in file order. One row
+    per file rather than one JSON value for all, so that creating a sweep of 10,000 fixtures never holds
+    a 75 MB value (three times over while it was written) and a worker reads the one fixture a cell needs."""
+
+    __tablename__ = "sweep_fixture"
+    __table_args__ = (UniqueConstraint("sweep_id", "fixture_id", name="uq_sweep_fixture_id"),)
+
+    sweep_id: str = Field(foreign_key="sweep.id", primary_key=True, max_length=32)
+    position: int = Field(primary_key=True)  # the file's place in the set (0-based): the seal's order
+    name: str = Field(sa_column=Column(Text, nullable=False))
+    fixture_id: str = Field(max_length=32)
+    text: str = Field(sa_column=Column(Text, nullable=False))
 
 
 class Cell(SQLModel, table=True):

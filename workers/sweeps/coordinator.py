@@ -1,6 +1,7 @@
 """The coordinator: validity gate, seal, expansion of the matrix into cell rows, release to the queues.
 
-Creation is one transaction: the sweep row, its seal and every cell row land together or not at all.
+Creation is one transaction: the sweep row, its seal, its fixture texts and every cell row land together
+or not at all.
 Cells are released (sent as messages carrying only the cell id) after the commit.
 """
 
@@ -20,6 +21,7 @@ from afpbench.workers.sweeps.gate_run import fixture_gate, gate_all
 from afpbench.workers.sweeps.inputs import SweepInputs, inputs_for_sweep, load_inputs
 from afpbench.workers.sweeps.seal import afpbench_version, changed_components, seal_components, seal_hash
 from afpbench.workers.sweeps.spec import SweepSpec
+from afpbench.workers.sweeps.stored_fixtures import write_fixture_rows
 
 log = logging.getLogger(__name__)
 _INSERT_CHUNK = 5000
@@ -94,6 +96,7 @@ def create_sweep(session: Session, spec: SweepSpec, inputs: SweepInputs | None =
     )
     session.add(sweep)
     session.flush()
+    write_fixture_rows(session, sweep.id, inputs.fixture_files, inputs.fixtures)
     now = utcnow()
     # Per model and per fixture once, not per cell: a 100k-cell sweep must not hash 100k times.
     models = [(m.display, m.model_hash, m.provider) for m in spec.models]
@@ -139,9 +142,9 @@ def verify_sweep(sweep: Sweep) -> list[str]:
     return changed_components(sweep.seal_components, current)
 
 
-def stored_inputs_intact(sweep: Sweep) -> list[str]:
+def stored_inputs_intact(session: Session, sweep: Sweep) -> list[str]:
     """The stored texts still hash to the seal (guards the database copy workers use)."""
-    inputs = inputs_for_sweep(sweep)
+    inputs = inputs_for_sweep(session, sweep)
     current = seal_components(inputs.seal_inputs())
     current["afpbench_version"] = sweep.seal_components.get("afpbench_version")
     return changed_components(sweep.seal_components, current)

@@ -40,13 +40,14 @@ def facts_of(fixture: Fixture) -> FixtureFacts:
 class LazyFixtures(Mapping[str, Fixture]):
     """Read-only mapping fixture id -> Fixture over the fixture files, in file order.
 
-    `files` gives each id its file; `parsed` may seed it with fixtures already parsed from those files
-    (at most `capacity` are kept). Safe for many threads: a fixture is parsed once however many threads
-    ask for it together (they wait on that fixture's parse only); the least recently used is dropped
-    beyond `capacity` and parsed again from its text when next asked for."""
+    `files` gives each id its file (a dict, or a stored sweep's rows: stored_fixtures.py); `parsed` may
+    seed it with fixtures already parsed from those files (at most `capacity` are kept). Safe for many
+    threads: a fixture is parsed once however many threads ask for it together (they wait on that
+    fixture's parse only); the least recently used is dropped beyond `capacity` and parsed again from
+    its text when next asked for."""
 
     def __init__(self, files: Mapping[str, FixtureFile], parsed: Iterable[Fixture] = (), capacity: int = CAPACITY):
-        self._files = dict(files)
+        self._files = files  # not copied: a stored sweep's mapping reads a text only when asked for it
         self._capacity = capacity
         self._parsed: OrderedDict[str, Fixture] = OrderedDict()
         self._parsing: dict[str, Future[Fixture]] = {}
@@ -92,6 +93,11 @@ class LazyFixtures(Mapping[str, Fixture]):
                 self._parsed.popitem(last=False)
             del self._parsing[fixture_id]
         parse.set_result(fx)
+
+    def kept(self) -> list[Fixture]:
+        """The parsed fixtures held now, least recently read first (to seed another map)."""
+        with self._lock:
+            return list(self._parsed.values())
 
     def __contains__(self, fixture_id: object) -> bool:
         return fixture_id in self._files  # without parsing (Mapping's default would parse)

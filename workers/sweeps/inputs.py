@@ -1,27 +1,28 @@
 """Everything a sweep reads besides the spec: fixtures, instruction texts, judge prompt.
 
 At creation they are read (inline from the spec, from the operator's catalogue, from files, or the
-packaged defaults: workers/sweeps/sources.py) and their exact texts stored with the sweep; workers
-rebuild them from the stored texts, so a worker on another machine needs no paths and scores against
-exactly what was sealed. A rebuilt sweep parses a fixture when a cell first needs it (fixture_map.py):
-the file-name -> id map stored beside the texts says which file holds which id without parsing them.
+packaged defaults: workers/sweeps/sources.py) and their exact texts stored with the sweep (the fixture
+texts one row each: stored_fixtures.py); workers rebuild them from the stored texts, so a worker on
+another machine needs no paths and scores against exactly what was sealed. A rebuilt sweep reads and
+parses a fixture when a cell first needs it (fixture_map.py): each row's fixture id says which text holds
+which fixture without parsing them.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from sqlalchemy import Engine
 from sqlmodel import select
 
 from afpbench.fixtures.loader import (
     FixtureError,
     FixtureFile,
     inline_fixture_files,
-    parse_fixture,
     read_fixture_files,
     select_parsed,
 )
@@ -36,19 +37,22 @@ from afpbench.reference.loader import (
     load_judge_prompt,
 )
 from afpbench.workers.settings import get_settings
+from afpbench.workers.store.db import get_engine
 from afpbench.workers.store.models import Sweep
-from afpbench.workers.sweeps.fixture_map import CAPACITY, FixtureFacts, LazyFixtures, facts_of
+from afpbench.workers.sweeps.fixture_map import FixtureFacts, LazyFixtures, facts_of
 from afpbench.workers.sweeps.gate_run import Report, fixture_gate, gate_key, prepare_fixtures
 from afpbench.workers.sweeps.prepared_cache import prepared_cache
 from afpbench.workers.sweeps.seal import SealInputs
 from afpbench.workers.sweeps.sources import FixtureSource, InstructionSource, JudgePromptSource, catalogue_entry
 from afpbench.workers.sweeps.spec import ModelSpec, SweepSpec, parse_spec
+from afpbench.workers.sweeps.stored_fixtures import StoredFixtureFiles, stored_files
 
 
 @dataclass(frozen=True)
 class SweepInputs:
     spec: SweepSpec
-    fixture_files: list[FixtureFile]
+    # In file order: a list from load_inputs; for a stored sweep its rows, streamed when iterated.
+    fixture_files: Iterable[FixtureFile]
     # By fixture id, in file order: the i-th id is fixture_files[i]'s. From load_inputs and the store a
     # LazyFixtures: each parsed when first read, a bounded number kept (fixture_map.py).
     fixtures: Mapping[str, Fixture]
@@ -74,10 +78,8 @@ class SweepInputs:
         return {m.model_hash: m for m in self.spec.models}
 
     def to_json(self) -> dict[str, Any]:
+        """What the sweep row stores besides the fixture texts (those are rows: stored_fixtures.py)."""
         return {
-            "fixture_files": {f.name: f.text for f in self.fixture_files},
-            # Read back by inputs_from_stored so that a worker need not parse every text to know them.
-            "fixture_ids": dict(zip((f.name for f in self.fixture_files), self.fixtures, strict=True)),
             "offers_tools": self.offers_tools,
             "instructions": {
                 "name": self.instructions.name,
@@ -158,22 +160,20 @@ def _judge_prompt(source: str | JudgePromptSource | None) -> str:
     return load_judge_prompt(source)
 
 
-def inputs_from_stored(spec_json: dict[str, Any], stored: dict[str, Any]) -> SweepInputs:
-    """The inputs as stored with the sweep; fixtures are parsed when first read (a parse error raises
+def inputs_from_stored(spec_json: dict[str, Any], stored: dict[str, Any],
+                       files: Mapping[str, FixtureFile]) -> SweepInputs:
+    """The inputs as stored with the sweep: `stored` its inputs JSON, `files` its fixture files by id in
+    file order (the rows, stored_fixtures.py). Fixtures are parsed when first read (a parse error raises
     FixtureError naming the file then)."""
     spec = parse_spec(spec_json, "stored spec")
-    files = [FixtureFile(name, text) for name, text in stored["fixture_files"].items()]
-    ids, offers_tools = _stored_ids(stored, files), stored.get("offers_tools")
-    if ids is not None and isinstance(offers_tools, bool):
-        fixtures = LazyFixtures(dict(zip(ids, files, strict=True)))
-    else:  # stored before the id map (or the map does not fit the texts): parse each text once to learn it
-        parsed = [parse_fixture(f) for f in files]
-        fixtures = LazyFixtures({fx.id: f for f, fx in zip(files, parsed, strict=True)}, parsed[:CAPACITY])
-        offers_tools = any(facts_of(fx).offers_tools for fx in parsed)
+    fixtures = LazyFixtures(files)
+    offers_tools = stored.get("offers_tools")
+    if not isinstance(offers_tools, bool):  # stored before the flag: learn it from the fixtures, once
+        offers_tools = any(facts_of(fixtures[i]).offers_tools for i in fixtures)
     ins = stored["instructions"]
     return SweepInputs(
         spec=spec,
-        fixture_files=files,
+        fixture_files=files.files() if isinstance(files, StoredFixtureFiles) else list(files.values()),
         fixtures=fixtures,
         instructions=build_instruction_set(ins["name"], ins["version"], dict(ins["texts"])),
         judge_prompt=stored["judge_prompt"],
@@ -181,14 +181,12 @@ def inputs_from_stored(spec_json: dict[str, Any], stored: dict[str, Any]) -> Swe
     )
 
 
-def _stored_ids(stored: dict[str, Any], files: list[FixtureFile]) -> list[str] | None:
-    """The fixture ids of `files` in order, from the stored id map; None when the sweep was stored without
-    one, or the map does not name exactly these files with distinct ids."""
-    by_name = stored.get("fixture_ids")
-    if not isinstance(by_name, dict) or list(by_name) != [f.name for f in files]:
-        return None
-    ids = list(by_name.values())
-    return ids if len(set(ids)) == len(ids) and all(isinstance(i, str) for i in ids) else None
+def _from_store(session, sweep_id: str, stored: tuple[dict[str, Any], dict[str, Any]] | None = None) -> SweepInputs:
+    """Read through `session` (an ORM session or a Core connection) the spec and inputs JSON (unless given)
+    and the fixture ids; the texts are read later, each when its fixture is first needed."""
+    if stored is None:
+        stored = tuple(session.execute(select(Sweep.spec, Sweep.inputs).where(Sweep.id == sweep_id)).one())
+    return inputs_from_stored(*stored, stored_files(session, sweep_id))
 
 
 _cache: dict[str, SweepInputs] = {}
@@ -196,9 +194,9 @@ _cache_lock = threading.Lock()
 _build_lock = threading.Lock()
 
 
-def _cached_inputs(sweep_id: str, stored: Callable[[], tuple[dict[str, Any], dict[str, Any]]]) -> SweepInputs:
+def _cached_inputs(sweep_id: str, build: Callable[[], SweepInputs]) -> SweepInputs:
     """Per-process cache (a sweep's inputs never change once sealed). On a miss one thread reads the
-    stored spec and texts through `stored` and parses them; the others wait and take the cached copy."""
+    stored inputs through `build`; the others wait and take the cached copy."""
     with _cache_lock:
         hit = _cache.get(sweep_id)
     if hit is not None:
@@ -208,30 +206,30 @@ def _cached_inputs(sweep_id: str, stored: Callable[[], tuple[dict[str, Any], dic
             hit = _cache.get(sweep_id)
         if hit is not None:
             return hit
-        built = inputs_from_stored(*stored())
+        built = build()
         with _cache_lock:
             _cache[sweep_id] = built
         return built
 
 
 def inputs_for(session, sweep_id: str) -> SweepInputs:
-    """The sweep's inputs by id. On a miss only the two JSON columns needed are read through `session`
-    (an ORM session or a Core connection); hot paths never load the whole sweep row: its JSON is large."""
-    return _cached_inputs(
-        sweep_id, lambda: session.execute(select(Sweep.spec, Sweep.inputs).where(Sweep.id == sweep_id)).one()
-    )
+    """The sweep's inputs by id. On a miss only the two JSON columns needed and the fixture ids are read
+    through `session` (an ORM session or a Core connection); hot paths never load the whole sweep row."""
+    return _cached_inputs(sweep_id, lambda: _from_store(session, sweep_id))
 
 
 _validity_cache: dict[str, dict] = {}
 
 
-def remember(sweep_id: str, stored_spec: dict[str, Any], inputs: SweepInputs, validity: dict) -> None:
-    """Seed this process's caches with what the coordinator just stored (the embedded mode's workers share
-    its process): the texts are the ones stored, so parsing them again would give the same objects. At most
-    CAPACITY of the coordinator's parsed fixtures are kept (fixture_map.py), the rest parsed when needed."""
-    fixtures = inputs.fixtures if isinstance(inputs.fixtures, LazyFixtures) else \
-        LazyFixtures(dict(zip(inputs.fixtures, inputs.fixture_files, strict=True)), inputs.fixtures.values())
-    built = SweepInputs(parse_spec(stored_spec, "stored spec"), inputs.fixture_files, fixtures,
+def remember(sweep_id: str, stored_spec: dict[str, Any], inputs: SweepInputs, validity: dict,
+             engine: Engine | None = None) -> None:
+    """Seed this process's caches with what the coordinator just stored in `engine`'s database (default:
+    the configured one; the embedded mode's workers share its process). The coordinator's parsed
+    fixtures (at most fixture_map.CAPACITY) are kept, being parsed from the very texts stored; the others
+    are read from their rows when needed, so the run does not hold every text the coordinator read."""
+    kept = inputs.fixtures.kept() if isinstance(inputs.fixtures, LazyFixtures) else list(inputs.fixtures.values())
+    files = StoredFixtureFiles(engine or get_engine(), sweep_id, list(inputs.fixtures))
+    built = SweepInputs(parse_spec(stored_spec, "stored spec"), files.files(), LazyFixtures(files, kept),
                         inputs.instructions, inputs.judge_prompt, inputs.offers_tools)
     with _cache_lock:
         _cache[sweep_id] = built
@@ -250,6 +248,6 @@ def validity_for(session, sweep_id: str) -> dict:
     return validity
 
 
-def inputs_for_sweep(sweep) -> SweepInputs:
-    """The same cache, for a caller that already holds the sweep row."""
-    return _cached_inputs(sweep.id, lambda: (sweep.spec, sweep.inputs))
+def inputs_for_sweep(session, sweep) -> SweepInputs:
+    """The same cache, for a caller that already holds the sweep row (read through `session`)."""
+    return _cached_inputs(sweep.id, lambda: _from_store(session, sweep.id, (sweep.spec, sweep.inputs)))

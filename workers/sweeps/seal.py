@@ -11,6 +11,7 @@ component from the current inputs and names any that changed.
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -32,7 +33,7 @@ def afpbench_version() -> str:
 @dataclass(frozen=True)
 class SealInputs:
     spec: SweepSpec
-    fixture_files: list[FixtureFile]
+    fixture_files: Iterable[FixtureFile]  # in file order; iterated once
     instructions: InstructionSet
     judge_prompt: str
 

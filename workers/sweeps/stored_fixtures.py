@@ -1,0 +1,109 @@
+"""The fixture texts sealed with a sweep, one row each (store/models.py:SweepFixture): written at creation
+in chunks, read back one fixture at a time by the workers, or all in file order for the seal check and
+exports. Neither side holds every text in one value: a 10,000-fixture sweep's texts are about 75 MB.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+
+from sqlalchemy import Connection, Engine, insert, select
+from sqlalchemy.orm import Session
+
+from afpbench.fixtures.loader import FixtureError, FixtureFile
+from afpbench.workers.store.db import for_reads
+from afpbench.workers.store.models import SweepFixture, table_of
+
+_CHUNK = 1000  # rows per executemany: a chunk of texts (~7 MB at most) is all that is held at once
+_table = table_of(SweepFixture)
+
+
+def write_fixture_rows(connection, sweep_id: str, files: Iterable[FixtureFile], ids: Iterable[str]) -> None:
+    """The sweep's fixture files in order, the i-th under the i-th id, through `connection` (an ORM
+    session or a Core connection, inside the creating transaction)."""
+    rows: list[dict] = []
+    for position, (file, fixture_id) in enumerate(zip(files, ids, strict=True)):
+        rows.append({"sweep_id": sweep_id, "position": position, "name": file.name, "fixture_id": fixture_id,
+                     "text": file.text})
+        if len(rows) == _CHUNK:
+            connection.execute(insert(_table), rows)
+            rows = []
+    if rows:
+        connection.execute(insert(_table), rows)
+
+
+def stored_files(session: Session | Connection, sweep_id: str) -> StoredFixtureFiles:
+    """The sweep's stored fixture files by id; only the ids are read now, through `session`."""
+    ids = list(session.execute(
+        select(_table.c.fixture_id).where(_table.c.sweep_id == sweep_id).order_by(_table.c.position)).scalars())
+    engine = session.engine if isinstance(session, Connection) else session.get_bind()
+    if isinstance(engine, Connection):  # a session bound to one connection
+        engine = engine.engine
+    return StoredFixtureFiles(engine, sweep_id, ids)
+
+
+class StoredFixtureFiles(Mapping[str, FixtureFile]):
+    """A stored sweep's fixture files by id, in file order. Texts are read from their rows when asked
+    for, on a connection of their own (safe from any thread): the asked file and the next AHEAD-1 in file
+    order in one query, since a sweep's cells are released fixture after fixture; those wait (at most
+    AHEAD texts) until asked for. Iterating `files()` streams them all in one query."""
+
+    AHEAD = 64
+
+    def __init__(self, engine: Engine, sweep_id: str, ids: list[str]):
+        self._engine = engine
+        self._sweep_id = sweep_id
+        self._positions = {fixture_id: i for i, fixture_id in enumerate(ids)}
+        self._ahead: dict[str, FixtureFile] = {}
+        self._lock = threading.Lock()  # guards _ahead; reads happen outside it
+
+    def __getitem__(self, fixture_id: str) -> FixtureFile:
+        position = self._positions[fixture_id]  # KeyError for an id not in the sweep
+        with self._lock:
+            file = self._ahead.pop(fixture_id, None)
+        if file is not None:
+            return file
+        query = (select(_table.c.position, _table.c.fixture_id, _table.c.name, _table.c.text)
+                 .where(_table.c.sweep_id == self._sweep_id, _table.c.position >= position,
+                        _table.c.position < position + self.AHEAD))
+        with self._engine.connect() as connection:
+            rows = for_reads(connection).execute(query).all()
+        read = {row.fixture_id: FixtureFile(row.name, row.text) for row in rows}
+        file = read.pop(fixture_id, None)
+        if file is None:  # the row went after the ids were read (a database edited by hand)
+            raise FixtureError(f"sweep {self._sweep_id}: fixture {fixture_id!r} has no stored text")
+        with self._lock:
+            self._ahead = read  # the newest window replaces the last: never more than AHEAD held
+        return file
+
+    def __contains__(self, fixture_id: object) -> bool:
+        return fixture_id in self._positions
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._positions)
+
+    def __len__(self) -> int:
+        return len(self._positions)
+
+    def files(self) -> StoredTexts:
+        return StoredTexts(self._engine, self._sweep_id, len(self._positions))
+
+
+class StoredTexts(Iterable[FixtureFile]):
+    """Every stored fixture file of a sweep in file order, streamed from one query each time it is
+    iterated (a few hundred rows in memory at once)."""
+
+    def __init__(self, engine: Engine, sweep_id: str, count: int):
+        self._engine, self._sweep_id, self._count = engine, sweep_id, count
+
+    def __iter__(self) -> Iterator[FixtureFile]:
+        query = (select(_table.c.name, _table.c.text).where(_table.c.sweep_id == self._sweep_id)
+                 .order_by(_table.c.position))
+        with self._engine.connect() as connection:
+            result = connection.execution_options(stream_results=True, yield_per=200).execute(query)
+            for row in result:
+                yield FixtureFile(row.name, row.text)
+
+    def __len__(self) -> int:
+        return self._count
