@@ -278,7 +278,8 @@ def assert_0003_moves_the_fixture_texts_into_rows(url: str, engine: Engine) -> N
     command.downgrade(cfg, "0002")
     assert "sweep_fixture" not in inspect(engine).get_table_names()
     with engine.connect() as connection:
-        back = json.loads(connection.execute(text("SELECT inputs FROM sweep WHERE id = 's1'")).scalar_one())
+        back = connection.execute(text("SELECT inputs FROM sweep WHERE id = 's1'")).scalar_one()
+    back = back if isinstance(back, dict) else json.loads(back)  # PostgreSQL's json comes back decoded
     assert back["fixture_files"] == OLD_TEXTS and list(back["fixture_files"]) == ["a.yaml", "b.yaml", "c.yaml"]
     assert back["fixture_ids"] == old["fixture_ids"]
 

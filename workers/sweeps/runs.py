@@ -16,6 +16,7 @@ from afpbench.workers.cells.completion import open_cells
 from afpbench.workers.cells.dispatch import release, resend
 from afpbench.workers.cells.finish import aggregate_now, finish_if_done
 from afpbench.workers.errors import RunCancelled, SealMismatch, SweepNotFound
+from afpbench.workers.memory import return_freed_memory
 from afpbench.workers.providers.preflight import preflight
 from afpbench.workers.settings import get_settings
 from afpbench.workers.store.db import check_database, session_scope
@@ -68,6 +69,10 @@ def start_sweep(spec: SweepSpec, *, check_endpoints: bool = True) -> str:
         sweep = create_sweep(session, spec, inputs)
         sweep_id = sweep.id
     remember(sweep_id, sweep.spec, inputs, sweep.validity)
+    # Every fixture text read for the creation is now garbage (the run reads them from their rows): hand
+    # that memory back before the run, or it stays the process's resident size to the end.
+    del inputs, sweep
+    return_freed_memory()
     release(sweep_id)
     return sweep_id
 
