@@ -10,9 +10,6 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
-import logging
-
-log = logging.getLogger(__name__)
 
 
 @functools.cache

@@ -76,11 +76,11 @@ def insert_cell(connection, repeat: int = 1) -> None:
         " :repeat, false, 'pending', 0, CURRENT_TIMESTAMP)"), {"repeat": repeat})
 
 
-def insert_sweep(connection) -> None:
+def insert_sweep(connection, sweep_id: str = "s1", inputs: str = "{}") -> None:
     connection.execute(text(
         "INSERT INTO sweep (id, name, created_at, status, simulated, spec, seal_hash, seal_components,"
-        " afpbench_version, notices, inputs, validity) VALUES ('s1', 'n', CURRENT_TIMESTAMP, 'running', true,"
-        " '{}', 'x', '{}', '0.1.0', '[]', '{}', '{}')"))
+        " afpbench_version, notices, inputs, validity) VALUES (:id, 'n', CURRENT_TIMESTAMP, 'running', true,"
+        " '{}', 'x', '{}', '0.1.0', '[]', :inputs, '{}')"), {"id": sweep_id, "inputs": inputs})
 
 
 @pytest.fixture
@@ -259,11 +259,7 @@ def assert_0003_moves_the_fixture_texts_into_rows(url: str, engine: Engine) -> N
     before_map = {"fixture_files": {"P01.yaml": PILOT_P01, "x.yaml": "- a list\n"}, "judge_prompt": "j"}
     with engine.begin() as connection:
         for sweep_id, inputs in (("s1", old), ("s2", before_map), ("s3", {"judge_prompt": "j"})):
-            connection.execute(text(
-                "INSERT INTO sweep (id, name, created_at, status, simulated, spec, seal_hash, seal_components,"
-                " afpbench_version, notices, inputs, validity) VALUES (:id, 'n', CURRENT_TIMESTAMP, 'running',"
-                " true, '{}', 'x', '{}', '0.1.0', '[]', :inputs, '{}')"),
-                {"id": sweep_id, "inputs": json.dumps(inputs)})
+            insert_sweep(connection, sweep_id, json.dumps(inputs))
     command.upgrade(cfg, "0003")
     with engine.connect() as connection:
         rows = connection.execute(text(

@@ -9,11 +9,12 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from itertools import islice
 from pathlib import Path
 
-from sqlalchemy import event, pool, text
+from sqlalchemy import Table, event, insert, pool, text
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, InterfaceError, OperationalError
 from sqlmodel import Session, create_engine
@@ -243,3 +244,14 @@ def session_scope(url: str | None = None) -> Iterator[Session]:
         raise
     finally:
         session.close()
+
+
+def insert_in_chunks(connection, table: Table, rows: Iterable[dict], chunk: int) -> None:
+    """Plain executemany of `rows` into `table`, `chunk` rows a statement, through `connection` (an ORM
+    session or a Core connection). Rows are taken as they are made, so no list of all of them exists:
+    the ORM's unit of work and giant multi-row statements were the 100k-cell bottleneck, and a list of
+    every row held ~1 KB a cell until the commit. Into the table, not the ORM entity: the ORM's bulk
+    path still inspected every row (1.0 s at 10,000 cells)."""
+    rows = iter(rows)
+    while batch := list(islice(rows, chunk)):
+        connection.execute(insert(table), batch)

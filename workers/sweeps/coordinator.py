@@ -12,10 +12,10 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from sqlalchemy import insert
 from sqlmodel import Session
 
 from afpbench.scoring.states import ResultState
+from afpbench.workers.store.db import insert_in_chunks
 from afpbench.workers.store.models import Cell, Phase, Sweep, table_of, utcnow
 from afpbench.workers.sweeps.gate_run import fixture_gate, gate_all
 from afpbench.workers.sweeps.inputs import SweepInputs, inputs_for_sweep, load_inputs
@@ -106,30 +106,24 @@ def create_sweep(session: Session, spec: SweepSpec, inputs: SweepInputs | None =
         else "validity gate failed: " + "; ".join(f"{f['check']}: {f['detail']}" for f in gate["failures"])
         for fx_id, gate in validity.items()
     }
-    # Plain executemany in chunks, rows built as they go: ORM unit-of-work and giant multi-row statements
-    # were the 100k bottleneck, and a list of every row held ~1 KB a cell until the commit. Into the
-    # table, not the ORM entity: the ORM's bulk path still inspected every row (1.0 s at 10,000 cells).
-    cells = table_of(Cell)
-    rows: list[dict] = []
     facts = inputs.fixture_facts()
-    for pc in planned_cells(spec, inputs):
-        label, model_hash, provider = models[pc.model_index]
-        fx = facts[pc.fixture_id]
-        # A fixture that fails the validity gate is not sent to any model: its cells are INVALID_TEST,
-        # naming the failed checks, and stay visible (out of every denominator).
-        reason = invalid[fx.id]
-        rows.append({
-            "sweep_id": sweep.id, "model_label": label, "model_hash": model_hash, "provider": provider,
-            "condition": pc.condition, "fixture_id": fx.id, "fixture_version": fx.version, "repeat": pc.repeat,
-            "high_risk": fx.high_risk, "updated_at": now, "attempts": 0,
-            "phase": Phase.done if reason else Phase.pending,
-            "state": ResultState.INVALID_TEST.value if reason else None, "state_reason": reason,
-        })
-        if len(rows) == _INSERT_CHUNK:
-            session.execute(insert(cells), rows)
-            rows = []
-    if rows:
-        session.execute(insert(cells), rows)
+
+    def cell_rows() -> Iterator[dict]:
+        for pc in planned_cells(spec, inputs):
+            label, model_hash, provider = models[pc.model_index]
+            fx = facts[pc.fixture_id]
+            # A fixture that fails the validity gate is not sent to any model: its cells are INVALID_TEST,
+            # naming the failed checks, and stay visible (out of every denominator).
+            reason = invalid[fx.id]
+            yield {
+                "sweep_id": sweep.id, "model_label": label, "model_hash": model_hash, "provider": provider,
+                "condition": pc.condition, "fixture_id": fx.id, "fixture_version": fx.version,
+                "repeat": pc.repeat, "high_risk": fx.high_risk, "updated_at": now, "attempts": 0,
+                "phase": Phase.done if reason else Phase.pending,
+                "state": ResultState.INVALID_TEST.value if reason else None, "state_reason": reason,
+            }
+
+    insert_in_chunks(session, table_of(Cell), cell_rows(), _INSERT_CHUNK)
     session.flush()
     return sweep
 

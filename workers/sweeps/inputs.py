@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from sqlalchemy import Engine
 from sqlmodel import select
 
 from afpbench.fixtures.loader import (
@@ -53,7 +52,7 @@ class SweepInputs:
     spec: SweepSpec
     # In file order: a list from load_inputs; for a stored sweep its rows, streamed when iterated.
     fixture_files: Iterable[FixtureFile]
-    # By fixture id, in file order: the i-th id is fixture_files[i]'s. From load_inputs and the store a
+    # By fixture id, in file order: the i-th id is the i-th file's. From load_inputs and the store a
     # LazyFixtures: each parsed when first read, a bounded number kept (fixture_map.py).
     fixtures: Mapping[str, Fixture]
     instructions: InstructionSet
@@ -221,14 +220,13 @@ def inputs_for(session, sweep_id: str) -> SweepInputs:
 _validity_cache: dict[str, dict] = {}
 
 
-def remember(sweep_id: str, stored_spec: dict[str, Any], inputs: SweepInputs, validity: dict,
-             engine: Engine | None = None) -> None:
-    """Seed this process's caches with what the coordinator just stored in `engine`'s database (default:
-    the configured one; the embedded mode's workers share its process). The coordinator's parsed
+def remember(sweep_id: str, stored_spec: dict[str, Any], inputs: SweepInputs, validity: dict) -> None:
+    """Seed this process's caches with what the coordinator just stored in the configured database (the
+    embedded mode's workers share its process). The coordinator's parsed
     fixtures (at most fixture_map.CAPACITY) are kept, being parsed from the very texts stored; the others
     are read from their rows when needed, so the run does not hold every text the coordinator read."""
     kept = inputs.fixtures.kept() if isinstance(inputs.fixtures, LazyFixtures) else list(inputs.fixtures.values())
-    files = StoredFixtureFiles(engine or get_engine(), sweep_id, list(inputs.fixtures))
+    files = StoredFixtureFiles(get_engine(), sweep_id, list(inputs.fixtures))
     built = SweepInputs(parse_spec(stored_spec, "stored spec"), files.files(), LazyFixtures(files, kept),
                         inputs.instructions, inputs.judge_prompt, inputs.offers_tools)
     with _cache_lock:

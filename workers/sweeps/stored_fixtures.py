@@ -1,5 +1,5 @@
 """The fixture texts sealed with a sweep, one row each (store/models.py:SweepFixture): written at creation
-in chunks, read back one fixture at a time by the workers, or all in file order for the seal check and
+in chunks, read back as fixtures are needed by the workers, or all in file order for the seal check and
 exports. Neither side holds every text in one value: a 10,000-fixture sweep's texts are about 75 MB.
 """
 
@@ -8,11 +8,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 
-from sqlalchemy import Connection, Engine, insert, select
+from sqlalchemy import Connection, Engine, select
 from sqlalchemy.orm import Session
 
 from afpbench.fixtures.loader import FixtureError, FixtureFile
-from afpbench.workers.store.db import for_reads
+from afpbench.workers.store.db import for_reads, insert_in_chunks
 from afpbench.workers.store.models import SweepFixture, table_of
 
 _CHUNK = 1000  # rows per executemany: a chunk of texts (~7 MB at most) is all that is held at once
@@ -22,15 +22,9 @@ _table = table_of(SweepFixture)
 def write_fixture_rows(connection, sweep_id: str, files: Iterable[FixtureFile], ids: Iterable[str]) -> None:
     """The sweep's fixture files in order, the i-th under the i-th id, through `connection` (an ORM
     session or a Core connection, inside the creating transaction)."""
-    rows: list[dict] = []
-    for position, (file, fixture_id) in enumerate(zip(files, ids, strict=True)):
-        rows.append({"sweep_id": sweep_id, "position": position, "name": file.name, "fixture_id": fixture_id,
-                     "text": file.text})
-        if len(rows) == _CHUNK:
-            connection.execute(insert(_table), rows)
-            rows = []
-    if rows:
-        connection.execute(insert(_table), rows)
+    insert_in_chunks(connection, _table, (
+        {"sweep_id": sweep_id, "position": position, "name": file.name, "fixture_id": fixture_id, "text": file.text}
+        for position, (file, fixture_id) in enumerate(zip(files, ids, strict=True))), _CHUNK)
 
 
 def stored_files(session: Session | Connection, sweep_id: str) -> StoredFixtureFiles:
@@ -47,7 +41,8 @@ class StoredFixtureFiles(Mapping[str, FixtureFile]):
     """A stored sweep's fixture files by id, in file order. Texts are read from their rows when asked
     for, on a connection of their own (safe from any thread): the asked file and the next AHEAD-1 in file
     order in one query, since a sweep's cells are released fixture after fixture; those wait (at most
-    AHEAD texts) until asked for. Iterating `files()` streams them all in one query."""
+    AHEAD texts) until asked for. Iterating `files()` streams every row there is in one query (the seal
+check and the export, which must see a set with a row missing as it is, not fail on the gap)."""
 
     AHEAD = 64
 
