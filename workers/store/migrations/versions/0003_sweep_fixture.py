@@ -41,8 +41,8 @@ def upgrade() -> None:
         sa.UniqueConstraint('sweep_id', 'fixture_id', name='uq_sweep_fixture_id'),
     )
     bind = op.get_bind()
-    for sweep_id, inputs in bind.execute(sa.select(_sweep.c.id, _sweep.c.inputs)).all():
-        inputs = _as_dict(inputs)
+    for sweep_id in _sweep_ids(bind):  # one sweep's inputs at a time: each may hold 75 MB of texts
+        inputs = _as_dict(bind.execute(sa.select(_sweep.c.inputs).where(_sweep.c.id == sweep_id)).scalar_one())
         files = inputs.pop('fixture_files', None) or {}
         ids = inputs.pop('fixture_ids', None)
         rows = [{'sweep_id': sweep_id, 'position': i, 'name': name, 'fixture_id': _fixture_id(name, text, ids),
@@ -50,6 +50,10 @@ def upgrade() -> None:
         if rows:
             bind.execute(_rows.insert(), rows)
         bind.execute(_sweep.update().where(_sweep.c.id == sweep_id).values(inputs=inputs))
+
+
+def _sweep_ids(bind) -> list[str]:
+    return list(bind.execute(sa.select(_sweep.c.id)).scalars())
 
 
 def _as_dict(value) -> dict:
@@ -70,11 +74,9 @@ def _fixture_id(name: str, text: str, ids) -> str:
 
 def downgrade() -> None:
     bind = op.get_bind()
-    by_sweep: dict[str, list] = {}
-    for row in bind.execute(sa.select(_rows).order_by(_rows.c.sweep_id, _rows.c.position)).all():
-        by_sweep.setdefault(row.sweep_id, []).append(row)
-    for sweep_id, inputs in bind.execute(sa.select(_sweep.c.id, _sweep.c.inputs)).all():
-        rows = by_sweep.get(sweep_id, [])
+    for sweep_id in _sweep_ids(bind):
+        inputs = bind.execute(sa.select(_sweep.c.inputs).where(_sweep.c.id == sweep_id)).scalar_one()
+        rows = bind.execute(sa.select(_rows).where(_rows.c.sweep_id == sweep_id).order_by(_rows.c.position)).all()
         inputs = {**_as_dict(inputs), 'fixture_files': {r.name: r.text for r in rows},
                   'fixture_ids': {r.name: r.fixture_id for r in rows}}
         bind.execute(_sweep.update().where(_sweep.c.id == sweep_id).values(inputs=inputs))
