@@ -174,7 +174,7 @@ def test_remember_seeds_the_workers_cache_with_the_coordinators_fixtures(sqlite_
 
 def test_a_created_sweep_stores_each_text_as_a_row_and_a_worker_reads_only_what_a_cell_needs(created):
     sweep_id, inputs = created
-    pilot = read_fixture_files(None)
+    pilot = list(read_fixture_files(None))
     with session_scope() as session:
         rows = session.execute(select(SweepFixture).where(SweepFixture.sweep_id == sweep_id)
                                .order_by(SweepFixture.position)).scalars().all()

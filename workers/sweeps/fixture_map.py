@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from typing import NamedTuple
 
@@ -35,6 +35,43 @@ class FixtureFacts(NamedTuple):
 
 def facts_of(fixture: Fixture) -> FixtureFacts:
     return FixtureFacts(fixture.id, fixture.version, fixture.high_risk, bool(tools_for(fixture)))
+
+
+class FilesByPosition(Mapping[str, FixtureFile]):
+    """Fixture files by id in file order, the i-th id the i-th file's; `_read` fetches the file at a
+    position when it is asked for (from a new sweep's spool: FilesById; from a stored sweep's rows:
+    stored_fixtures.py:StoredFixtureFiles). No text is held here."""
+
+    def __init__(self, ids: Iterable[str]):
+        self._at = {fixture_id: i for i, fixture_id in enumerate(ids)}
+
+    def _read(self, fixture_id: str, position: int) -> FixtureFile:
+        raise NotImplementedError
+
+    def __getitem__(self, fixture_id: str) -> FixtureFile:
+        return self._read(fixture_id, self._at[fixture_id])  # KeyError for an id not in the sweep
+
+    def __contains__(self, fixture_id: object) -> bool:
+        return fixture_id in self._at
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._at)
+
+    def __len__(self) -> int:
+        return len(self._at)
+
+
+class FilesById(FilesByPosition):
+    """A new sweep's files by id over its spool (fixtures/spool.py), in file order."""
+
+    def __init__(self, ids: Iterable[str], files: Sequence[FixtureFile]):
+        super().__init__(ids)
+        if len(self._at) != len(files):
+            raise ValueError(f"{len(self._at)} distinct ids for {len(files)} files")
+        self._files = files
+
+    def _read(self, fixture_id: str, position: int) -> FixtureFile:
+        return self._files[position]
 
 
 class LazyFixtures(Mapping[str, Fixture]):

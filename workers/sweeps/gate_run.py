@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from afpbench.fixtures.loader import FixtureError, FixtureFile, parse_fixture
 from afpbench.fixtures.schema import Fixture
+from afpbench.fixtures.spool import subset
 from afpbench.reference.hashing import json_sha256
 from afpbench.reference.loader import InstructionSet
 from afpbench.scoring.render import render
@@ -109,7 +110,7 @@ def prepare_fixtures(files: Sequence[FixtureFile], gate: Gate | None, only: Coll
     recalled = cache.recall(files, gate_id, kept, keep)
     new_at = [i for i in range(len(files)) if i not in recalled.facts]
     # A bad file raises here: never cached.
-    fresh = _parse_and_gate([files[i] for i in new_at], gate, kept, keep, dump=True)
+    fresh = _parse_and_gate(subset(files, new_at), gate, kept, keep, dump=True)
     facts_at = recalled.facts | dict(zip(new_at, fresh.facts, strict=True))
     facts = [facts_at[i] for i in range(len(files))]
     parsed = recalled.parsed | {new_at[j]: fx for j, fx in fresh.parsed.items()}
@@ -135,7 +136,7 @@ def _reports(files: Sequence[FixtureFile], facts: list[FixtureFacts], wanted: li
         return None, {}
     ungated = [i for i in wanted if i not in new and i not in recalled.reports]
     try:
-        regated = _parse_and_gate([files[i] for i in ungated], gate, None, 0).reports
+        regated = _parse_and_gate(subset(files, ungated), gate, None, 0).reports
     except Exception:  # as in _prepare: validity_reports gates again and raises it where it always did
         return None, {}
     if regated is None:

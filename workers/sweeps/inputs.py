@@ -26,6 +26,7 @@ from afpbench.fixtures.loader import (
     select_parsed,
 )
 from afpbench.fixtures.schema import Fixture
+from afpbench.fixtures.spool import SpooledFiles
 from afpbench.reference.loader import (
     CONDITIONS,
     InstructionSet,
@@ -38,7 +39,7 @@ from afpbench.reference.loader import (
 from afpbench.workers.settings import get_settings
 from afpbench.workers.store.db import get_engine
 from afpbench.workers.store.models import Sweep
-from afpbench.workers.sweeps.fixture_map import FixtureFacts, LazyFixtures, facts_of
+from afpbench.workers.sweeps.fixture_map import FilesById, FixtureFacts, LazyFixtures, facts_of
 from afpbench.workers.sweeps.gate_run import Report, fixture_gate, gate_key, prepare_fixtures
 from afpbench.workers.sweeps.prepared_cache import prepared_cache
 from afpbench.workers.sweeps.seal import SealInputs
@@ -50,7 +51,8 @@ from afpbench.workers.sweeps.stored_fixtures import StoredFixtureFiles, stored_f
 @dataclass(frozen=True)
 class SweepInputs:
     spec: SweepSpec
-    # In file order: a list from load_inputs; for a stored sweep its rows, streamed when iterated.
+    # In file order: from load_inputs a spool (fixtures/spool.py), for a stored sweep its rows; either way
+    # each text is read when iterated, never all held at once.
     fixture_files: Iterable[FixtureFile]
     # By fixture id, in file order: the i-th id is the i-th file's. From load_inputs and the store a
     # LazyFixtures: each parsed when first read, a bounded number kept (fixture_map.py).
@@ -100,16 +102,17 @@ def load_inputs(spec: SweepSpec, *, with_validity: bool = False) -> SweepInputs:
     if with_validity and not isinstance(references, Exception):
         gate, gate_id = fixture_gate(*references), gate_key(*references)
     prepared = prepare_fixtures(files, gate, spec.fixtures.only, prepared_cache(get_settings().cache_dir), gate_id)
-    selected = select_parsed(list(zip(files, prepared.facts, strict=True)), where, spec.fixtures.only)
+    selected = select_parsed(files.names(), prepared.facts, where, spec.fixtures.only)
     if isinstance(references, Exception):
         raise references  # after the fixtures' errors: a spec wrong in both names its fixtures first, as always
     instructions, judge_prompt = references
-    facts = {f.id: f for _, f in selected}
+    facts = {prepared.facts[i].id: prepared.facts[i] for i in selected}
+    kept_files = files.subset(selected)  # the texts stay in the spool (fixtures/spool.py)
     return SweepInputs(
         spec=spec,
-        fixture_files=[file for file, _ in selected],
+        fixture_files=kept_files,
         # The coordinator plans from `facts`; the parsed fixtures kept seed the embedded workers' map.
-        fixtures=LazyFixtures({f.id: file for file, f in selected}, prepared.parsed.values()),
+        fixtures=LazyFixtures(FilesById(list(facts), kept_files), prepared.parsed.values()),
         instructions=instructions,
         judge_prompt=judge_prompt,
         offers_tools=any(f.offers_tools for f in facts.values()),
@@ -127,7 +130,7 @@ def _references(spec: SweepSpec) -> tuple[InstructionSet, str] | Exception:
         return exc
 
 
-def _fixture_files(source: FixtureSource) -> tuple[list[FixtureFile], str]:
+def _fixture_files(source: FixtureSource) -> tuple[SpooledFiles, str]:
     """The fixture files and how messages name the set."""
     if source.inline is not None:
         try:

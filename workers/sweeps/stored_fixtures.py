@@ -6,7 +6,7 @@ exports. Neither side holds every text in one value: a 10,000-fixture sweep's te
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 
 from sqlalchemy import Connection, Engine, select
 from sqlalchemy.orm import Session
@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 from afpbench.fixtures.loader import FixtureError, FixtureFile
 from afpbench.workers.store.db import for_reads, insert_in_chunks
 from afpbench.workers.store.models import SweepFixture, table_of
+from afpbench.workers.sweeps.fixture_map import FilesByPosition
 
 _CHUNK = 1000  # rows per executemany: a chunk of texts (~7 MB at most) is all that is held at once
 _table = table_of(SweepFixture)
@@ -37,7 +38,7 @@ def stored_files(session: Session | Connection, sweep_id: str) -> StoredFixtureF
     return StoredFixtureFiles(engine, sweep_id, ids)
 
 
-class StoredFixtureFiles(Mapping[str, FixtureFile]):
+class StoredFixtureFiles(FilesByPosition):
     """A stored sweep's fixture files by id, in file order. Texts are read from their rows when asked
     for, on a connection of their own (safe from any thread): the asked file and the next AHEAD-1 in file
     order in one query, since a sweep's cells are released fixture after fixture; those wait (at most
@@ -47,14 +48,13 @@ check and the export, which must see a set with a row missing as it is, not fail
     AHEAD = 64
 
     def __init__(self, engine: Engine, sweep_id: str, ids: list[str]):
+        super().__init__(ids)
         self._engine = engine
         self._sweep_id = sweep_id
-        self._positions = {fixture_id: i for i, fixture_id in enumerate(ids)}
         self._ahead: dict[str, FixtureFile] = {}
         self._lock = threading.Lock()  # guards _ahead; reads happen outside it
 
-    def __getitem__(self, fixture_id: str) -> FixtureFile:
-        position = self._positions[fixture_id]  # KeyError for an id not in the sweep
+    def _read(self, fixture_id: str, position: int) -> FixtureFile:
         with self._lock:
             file = self._ahead.pop(fixture_id, None)
         if file is not None:
@@ -72,17 +72,8 @@ check and the export, which must see a set with a row missing as it is, not fail
             self._ahead = read  # the newest window replaces the last: never more than AHEAD held
         return file
 
-    def __contains__(self, fixture_id: object) -> bool:
-        return fixture_id in self._positions
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._positions)
-
-    def __len__(self) -> int:
-        return len(self._positions)
-
     def files(self) -> StoredTexts:
-        return StoredTexts(self._engine, self._sweep_id, len(self._positions))
+        return StoredTexts(self._engine, self._sweep_id, len(self))
 
 
 class StoredTexts(Iterable[FixtureFile]):
