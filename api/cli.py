@@ -310,6 +310,9 @@ def _usage_error(exc: BaseException) -> bool:
 
 def main() -> None:
     """The console script: run the command, then leave without tearing the heap down (`_leave`)."""
+    from afpbench.workers.memory import limit_heap_arenas
+
+    limit_heap_arenas()  # before any thread: a run's or a worker's threads share two malloc arenas
     try:
         _run_command()
         code: str | int | None = 0

@@ -6,6 +6,7 @@ write concurrently; PostgreSQL is used through psycopg 3 (postgresql+psycopg://.
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import threading
@@ -29,6 +30,16 @@ _lock = threading.Lock()
 _pre_ping = True
 _pool_size = 10
 _writer_file: str | None = None  # see share_sqlite_writer
+
+
+class JsonText(str):
+    """A value already serialised as JSON (pydantic's model_dump_json), for a JSON column: stored as the
+    text it is. A 10,000-fixture summary went through ~15 MB of dicts on its way to json.dumps."""
+
+
+def _to_json(value: object) -> str:
+    """Every engine's JSON serialiser: a JsonText as it is, anything else as SQLAlchemy's default would."""
+    return str(value) if isinstance(value, JsonText) else json.dumps(value)
 
 
 def for_worker_process(threads: int = 10) -> None:
@@ -102,12 +113,20 @@ def check_database(url: str | None = None, timeout_s: int = 5, *, schema: bool =
         raise ServiceUnavailable(f"database {shown} does not answer ({reason}); check AFP_DATABASE_URL") from None
 
 
+SQLITE_CACHE_KB = 256
+
+
 def _sqlite_pragmas(dbapi_connection, _record) -> None:
     cur = dbapi_connection.cursor()
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA busy_timeout=30000")
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.execute("PRAGMA foreign_keys=ON")
+    # Each pooled connection keeps its own page cache, 2 MB by default: an embedded run pools a connection
+    # per thread (50), and as a big sweep's file grows those caches filled to ~100 MB of the process.
+    # The operating system caches the file anyway; 256 KB each costs a 10,000-cell aggregation nothing
+    # measurable (docs/PERFORMANCE.md, "Issue 14, session 11").
+    cur.execute(f"PRAGMA cache_size=-{SQLITE_CACHE_KB}")
     cur.close()
 
 
@@ -177,12 +196,13 @@ def get_engine(url: str | None = None) -> Engine:
             # so 50 threads on a pool of 16 opened a file and ran the pragmas for most transactions.
             engine = create_engine(
                 url, connect_args={"check_same_thread": False, "timeout": 30}, pool_size=max(16, _pool_size + 4),
-                max_overflow=-1,
+                max_overflow=-1, json_serializer=_to_json,
             )
             event.listen(engine, "connect", _sqlite_pragmas)
             _serialise_sqlite_writers(engine)
         else:
-            engine = create_engine(url, pool_pre_ping=_pre_ping, pool_size=_pool_size, max_overflow=60)
+            engine = create_engine(url, pool_pre_ping=_pre_ping, pool_size=_pool_size, max_overflow=60,
+                                   json_serializer=_to_json)
         # The schema comes from the migrations (store/migrations/), never from create_all: SQLite and a
         # fresh PostgreSQL are brought to head here; a database behind the code raises SchemaBehind.
         # Alembic is imported only then: a database already at head is told by one query.

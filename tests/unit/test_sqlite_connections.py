@@ -1,0 +1,37 @@
+"""What every SQLite connection of the engine is set to (store/db.py:_sqlite_pragmas), and JSON that is
+already text going into a JSON column as it is (store/db.py:JsonText)."""
+
+from __future__ import annotations
+
+import json
+
+from sqlalchemy import text
+
+from afpbench.workers.store.db import SQLITE_CACHE_KB, JsonText, get_engine, session_scope
+from afpbench.workers.store.models import Aggregate
+from tests.unit.sweep_builder import make_sweep
+
+
+def test_each_pooled_connection_has_wal_a_busy_timeout_foreign_keys_and_a_small_page_cache(sqlite_url, settings_env):
+    settings_env(AFP_DATABASE_URL=sqlite_url)
+    engine = get_engine()
+    with engine.connect() as first, engine.connect() as second:  # two connections of the pool
+        for connection in (first, second):
+            settings = [connection.execute(text(f"PRAGMA {name}")).scalar_one()
+                        for name in ("journal_mode", "busy_timeout", "foreign_keys", "cache_size")]
+            assert settings == ["wal", 30000, 1, -SQLITE_CACHE_KB]
+
+
+def test_json_text_is_stored_as_the_json_it_is_and_other_values_as_before(sqlite_url, settings_env):
+    settings_env(AFP_DATABASE_URL=sqlite_url)
+    with session_scope() as s:
+        make_sweep(s, "j1")
+        make_sweep(s, "j2")
+        s.add(Aggregate(sweep_id="j1", claimed_by="t", summary=JsonText('{"a": [1, 2], "b": "caf\u00e9"}')))
+        s.add(Aggregate(sweep_id="j2", claimed_by="t", summary={"a": [1, 2]}))
+    with get_engine().connect() as connection:
+        raw = dict(connection.execute(text("SELECT sweep_id, summary FROM aggregate")).all())
+    assert raw["j1"] == '{"a": [1, 2], "b": "caf\u00e9"}', "not encoded a second time"
+    assert json.loads(raw["j2"]) == {"a": [1, 2]}
+    with session_scope() as s:
+        assert s.get(Aggregate, "j1").summary == {"a": [1, 2], "b": "caf\u00e9"}
