@@ -79,6 +79,16 @@ def test_group_blocks_give_one_rate_per_group_in_key_order():
     assert blocks[("C",)].pass_rate == 0.5
 
 
+def test_groups_with_the_same_counts_share_one_block_with_exactly_their_rate():
+    """Pass-rate rule per group: each group's block is the rate of its own counts, computed once for all
+    groups with those counts (10,000 fixtures hold a handful of distinct counts)."""
+    rows = [_row("A", PASS), _row("B", PASS), _row("C", PASS), _row("C", FAIL), _row("D", PASS), _row("D", FAIL)]
+    blocks = group_blocks(rows, lambda r: (r.condition,))
+    assert blocks[("A",)] is blocks[("B",)] and blocks[("C",)] is blocks[("D",)]
+    assert blocks[("A",)] is not blocks[("C",)]
+    assert blocks[("A",)] == rate_block({PASS: 1}) and blocks[("C",)] == rate_block({PASS: 1, FAIL: 1})
+
+
 def test_rate_block_json_keys_are_the_stored_contract():
     """The stored summary's keys ('pass', 'fail', ...) are the contract; the JSON validates back to the block."""
     block = rate_block({PASS: 2, FAIL: 1})

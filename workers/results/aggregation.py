@@ -11,7 +11,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar, cast
 
-from sqlalchemy import ColumnElement, case, exists, func, select
+from sqlalchemy import ColumnElement, Text, case, exists, func, select, update
+from sqlalchemy import cast as sql_cast
 from sqlalchemy.orm import QueryableAttribute, aliased, defer
 from sqlmodel import Session, col
 
@@ -52,7 +53,7 @@ from afpbench.workers.results.summary import (
 )
 from afpbench.workers.results.unscored import why_unscored
 from afpbench.workers.results.written_calls import written_tool_call_cells
-from afpbench.workers.store.db import session_scope
+from afpbench.workers.store.db import JsonText, session_scope
 from afpbench.workers.store.models import Aggregate, Attempt, Cell, Phase, Result, Sweep, SweepStatus, utcnow
 from afpbench.workers.sweeps.spec import HIGH_RISK_MIN_REPEATS, ModelSpec, parse_spec
 
@@ -76,11 +77,9 @@ def aggregate_sweep(sweep_id: str) -> SweepSummary:
     """
     with session_scope() as session:
         summary = _compute(session, _sweep(session, sweep_id), interim=None)
-        row = session.get(Aggregate, sweep_id)
-        if row is not None:
-            row.summary = summary.model_dump(mode="json")
-            row.finished_at = utcnow()
-            session.add(row)
+        # Serialised by pydantic straight to JSON text (no dict of every row on the way).
+        session.execute(update(Aggregate).where(col(Aggregate.sweep_id) == sweep_id)
+                        .values(summary=JsonText(summary.model_dump_json()), finished_at=utcnow()))
     return summary
 
 
@@ -96,12 +95,14 @@ def stored_summary(sweep_id: str, contract: type[Stored] = SweepSummary) -> Stor
     None when none is stored yet, or when the stored JSON does not fit this version's contract (an older
     afpbench wrote it): callers then compute it afresh."""
     with session_scope() as session:
-        row = session.get(Aggregate, sweep_id)
-        stored = None if row is None else row.summary
-    if stored is None:
+        # As text, validated by pydantic from the JSON itself: a part (RunSummary) skips the rest of a
+        # 10,000-fixture summary without building it.
+        stored = session.execute(select(sql_cast(col(Aggregate.summary), Text))
+                                 .where(col(Aggregate.sweep_id) == sweep_id)).scalar_one_or_none()
+    if stored is None or stored == "null":
         return None
     try:
-        return contract.model_validate(stored)
+        return contract.model_validate_json(stored)
     except ValueError:  # pydantic.ValidationError
         return None
 
