@@ -124,8 +124,8 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:
     cur.execute("PRAGMA foreign_keys=ON")
     # Each pooled connection keeps its own page cache, 2 MB by default: an embedded run pools a connection
     # per thread (50), and as a big sweep's file grows those caches filled to ~100 MB of the process.
-    # The operating system caches the file anyway; 256 KB each costs a 10,000-cell aggregation nothing
-    # measurable (docs/PERFORMANCE.md, "Issue 14, session 11").
+    # The operating system caches the file anyway; 256 KB each made a 10,000-cell run no slower
+    # (docs/PERFORMANCE.md, "Issue 14, session 11").
     cur.execute(f"PRAGMA cache_size=-{SQLITE_CACHE_KB}")
     cur.close()
 

@@ -29,7 +29,7 @@ from afpbench.scoring.render import render
 from afpbench.scoring.validity import check_fixture
 from afpbench.scoring.vocabulary import afp_terms
 from afpbench.workers.sweeps.fixture_map import CAPACITY, FixtureFacts, facts_of
-from afpbench.workers.sweeps.prepared_cache import PreparedCache, Recalled
+from afpbench.workers.sweeps.prepared_cache import PreparedCache, Recalled, Report
 from afpbench.workers.sweeps.two_processes import may_fork, run_beside_a_child
 
 log = logging.getLogger(__name__)
@@ -37,7 +37,6 @@ log = logging.getLogger(__name__)
 # Below this many fixtures a fork (a few milliseconds, and a copy of touched pages) is not worth it.
 SPLIT_FROM_FIXTURES = 200
 
-Report = dict  # the stored form of one fixture's validity report: {"passed": ..., "failures": [...]}
 Gate = Callable[[Fixture], Report]
 
 

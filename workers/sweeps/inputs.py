@@ -40,8 +40,8 @@ from afpbench.workers.settings import get_settings
 from afpbench.workers.store.db import get_engine
 from afpbench.workers.store.models import Sweep
 from afpbench.workers.sweeps.fixture_map import FilesById, FixtureFacts, LazyFixtures, facts_of
-from afpbench.workers.sweeps.gate_run import Report, fixture_gate, gate_key, prepare_fixtures
-from afpbench.workers.sweeps.prepared_cache import prepared_cache
+from afpbench.workers.sweeps.gate_run import fixture_gate, gate_key, prepare_fixtures
+from afpbench.workers.sweeps.prepared_cache import Report, prepared_cache
 from afpbench.workers.sweeps.seal import SealInputs
 from afpbench.workers.sweeps.sources import FixtureSource, InstructionSource, JudgePromptSource, catalogue_entry
 from afpbench.workers.sweeps.spec import ModelSpec, SweepSpec, parse_spec

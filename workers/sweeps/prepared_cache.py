@@ -62,7 +62,7 @@ _LOOKUP_CHUNK = 500  # keys per `IN (...)`: below SQLite's oldest parameter limi
 _CODE = ("afpbench.fixtures", "afpbench.scoring", "afpbench.reference", "afpbench.workers.sweeps.gate_run",
          "afpbench.workers.sweeps.fixture_map")
 
-Report = dict  # the stored form of one fixture's validity report (gate_run.Report)
+Report = dict  # the stored form of one fixture's validity report: {"passed": ..., "failures": [...]}
 
 
 def code_files() -> list[tuple[str, Path]]:
