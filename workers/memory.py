@@ -16,7 +16,6 @@ Two levers, both no-ops on another C library (musl, macOS):
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 import os
 
@@ -26,10 +25,11 @@ _M_ARENA_MAX = -8  # mallopt's parameter number (glibc's malloc.h)
 
 @functools.cache
 def _glibc(function: str):
-    """A glibc allocator function, or None on another C library: there is nothing to tune."""
-    name = ctypes.util.find_library("c")
+    """A glibc allocator function, or None on another C library: there is nothing to tune. Looked up
+    among the symbols the process already has (the C library is one of them), not by
+    ctypes.util.find_library, which runs `ldconfig -p` (29 ms at every command's start)."""
     try:
-        return getattr(ctypes.CDLL(name), function)
+        return getattr(ctypes.CDLL(None), function)
     except (OSError, AttributeError, TypeError):
         return None
 
