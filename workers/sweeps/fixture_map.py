@@ -8,6 +8,7 @@ and held each parsed fixture for the process's life; a cell needs one fixture.
 from __future__ import annotations
 
 import threading
+from abc import abstractmethod
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
@@ -45,8 +46,8 @@ class FilesByPosition(Mapping[str, FixtureFile]):
     def __init__(self, ids: Iterable[str]):
         self._at = {fixture_id: i for i, fixture_id in enumerate(ids)}
 
-    def _read(self, fixture_id: str, position: int) -> FixtureFile:
-        raise NotImplementedError
+    @abstractmethod
+    def _read(self, fixture_id: str, position: int) -> FixtureFile: ...
 
     def __getitem__(self, fixture_id: str) -> FixtureFile:
         return self._read(fixture_id, self._at[fixture_id])  # KeyError for an id not in the sweep
