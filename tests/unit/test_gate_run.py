@@ -145,6 +145,10 @@ def _counting_parses() -> Iterator[list[str]]:
         yield parses
 
 
+def _forms(inputs) -> list:
+    return [f.form for f in inputs.fixture_files]
+
+
 def _no_child_left() -> None:
     with pytest.raises(ChildProcessError):
         os.waitpid(-1, os.WNOHANG)
@@ -160,6 +164,8 @@ def split_prepare_gives_the_one_process_fixtures_and_reports(generated: str) -> 
     assert gc.isenabled()  # switched off only while the child's fixtures are unpickled
     assert inputs.facts is not None and list(inputs.facts.values()) == [facts_of(fx) for fx in fixtures]
     assert list(inputs.fixtures.values()) == fixtures
+    # Each file carries its parsed form, from whichever process parsed it (the child's came back by position).
+    assert _forms(inputs) == [fx.model_dump_json() for fx in fixtures]
     assert list(inputs.validity) == list(reports) and inputs.validity == reports
     assert validity_reports(inputs) == reports
     assert any(not r["passed"] for r in reports.values()) and any(r["passed"] for r in reports.values())
@@ -168,6 +174,7 @@ def split_prepare_gives_the_one_process_fixtures_and_reports(generated: str) -> 
     kept, kept_reports = _one_process(directory, only)
     narrowed = load_inputs(_spec(directory, only), with_validity=True)
     assert list(narrowed.fixtures.values()) == kept and narrowed.validity == kept_reports
+    assert _forms(narrowed) == [fx.model_dump_json() for fx in kept]
     assert list(narrowed.validity) == only
     # At most `keep` parsed fixtures come back, the first in file order of those `only` keeps, from
     # either half (the child's share starts at n // 2).
@@ -210,8 +217,11 @@ def a_failing_helper_leaves_the_parent_to_prepare_its_half(generated: str) -> No
             os._exit(7)
         return real_parse(file)
 
-    def short_child(files, gate, kept, keep, dump, offset):  # ten, no reports: the rest is parsed here
-        return gate_run.PreparedFixtures([facts_of(real_parse(f)) for f in files[:10]], {}, None)
+    def short_child(files, gate, kept, keep, offset, forms):  # ten, no reports: the rest is parsed here
+        fixtures = [real_parse(f) for f in files[:10]]
+        for j, fx in enumerate(fixtures):
+            forms.add(offset + j, fx.model_dump_json().encode())
+        return gate_run.PreparedFixtures([facts_of(fx) for fx in fixtures], {}, None, forms)
 
     garbage = types.SimpleNamespace(dumps=lambda *a, **k: b"\x80\x05not a pickle", load=pickle.load,
                                     HIGHEST_PROTOCOL=pickle.HIGHEST_PROTOCOL)
@@ -225,6 +235,7 @@ def a_failing_helper_leaves_the_parent_to_prepare_its_half(generated: str) -> No
             inputs = load_inputs(_spec(directory), with_validity=True)
         assert len(parses) == parsed_here, (failure, len(parses))
         assert list(inputs.fixtures.values()) == fixtures, failure
+        assert _forms(inputs) == [fx.model_dump_json() for fx in fixtures], failure
         assert inputs.facts is not None and list(inputs.facts.values()) == [facts_of(fx) for fx in fixtures], failure
         assert validity_reports(inputs) == reports, failure
         assert (inputs.validity is None) == (failure == "stops short"), failure

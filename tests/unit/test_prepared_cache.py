@@ -70,10 +70,13 @@ def _counting() -> Iterator[dict[str, int]]:
 
 
 def _prepared(spec) -> tuple[list, list, dict | None]:
-    """What creation plans from (the facts), the fixtures its cells see, and the reports."""
+    """What creation plans from (the facts), the fixtures its cells see, and the reports; each file's parsed
+    form (stored beside its text) is checked to be its fixture's, whether it was parsed or recalled."""
     inputs = load_inputs(spec, with_validity=True)
     assert inputs.facts is not None
-    return list(inputs.facts.values()), list(inputs.fixtures.values()), inputs.validity
+    fixtures = list(inputs.fixtures.values())
+    assert [f.form for f in inputs.fixture_files] == [fx.model_dump_json() for fx in fixtures]
+    return list(inputs.facts.values()), fixtures, inputs.validity
 
 
 def _without_cache(spec, settings_env, cache: Path) -> tuple[list, list, dict | None]:

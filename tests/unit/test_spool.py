@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from afpbench.fixtures.loader import read_fixture_files
-from afpbench.fixtures.spool import FixtureFile, SpooledFiles, subset
+from afpbench.fixtures.spool import FixtureFile, ParsedForms, SpooledFiles, subset
 from afpbench.reference.hashing import text_sha256
 from afpbench.workers.sweeps.inputs import load_inputs
 from afpbench.workers.sweeps.seal import seal_components
@@ -107,3 +107,53 @@ def test_reading_a_spooled_set_leaves_no_file_behind(tmp_path: Path, monkeypatch
     if sys.platform.startswith("linux"):
         assert any("(deleted)" in os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")
                    if os.path.islink(f"/proc/self/fd/{fd}"))
+
+
+def test_parsed_forms_come_back_by_position_in_views_subsets_and_joins():
+    forms = ParsedForms()
+    for i in (0, 2, 3):
+        forms.add(i, f'{{"id": "F{i}", "note": "caf\u00e9"}}'.encode())
+    assert forms.get(2) == '{"id": "F2", "note": "caf\u00e9"}' and forms.get(1) is None and len(forms) == 3
+    files = SpooledFiles.spool((f"f{i}.yaml", f"id: F{i}\n") for i in range(4)).with_forms(forms)
+    assert [f.form for f in files] == [forms.get(0), None, forms.get(2), forms.get(3)]
+    assert [f.form for f in files.subset([3, 1, 0])] == [forms.get(3), None, forms.get(0)]
+    assert [f.form for f in files[2:]] == [forms.get(2), forms.get(3)]
+    assert files[0] == FixtureFile("f0.yaml", "id: F0\n"), "a form is not part of a file's equality"
+    other = ParsedForms()
+    other.add(0, b'{"id": "G0"}')
+    joined = forms.joined(other.moved([1]))
+    assert [joined.get(i) for i in range(4)] == [forms.get(0), '{"id": "G0"}', forms.get(2), forms.get(3)]
+
+
+def test_a_forked_child_adds_forms_that_come_back_by_position_and_the_parent_adds_after_them():
+    shared = ParsedForms()
+    shared.add(0, b"parent-before")
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: adds two forms and sends the ParsedForms back pickled
+        os.close(read_end)
+        shared.add(5, b"child-five")
+        shared.add(6, "child-six \u00e9".encode())
+        with os.fdopen(write_end, "wb") as out:
+            pickle.dump(shared, out)
+        os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as incoming:
+        returned = pickle.load(incoming)
+    os.waitpid(pid, 0)
+    assert returned.get(5) is None, "positions alone, until taken back"
+    taken = shared.take_back(returned)
+    shared.add(7, b"parent-after")
+    assert [taken.get(i) for i in (0, 5, 6, 7)] == ["parent-before", "child-five", "child-six \u00e9", "parent-after"]
+
+
+def test_forms_a_child_held_in_its_own_memory_are_left_out(monkeypatch):
+    def no_temp_files(*_a, **_k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", no_temp_files)
+    shared = ParsedForms()  # made before a fork: the child's copy holds its bytes in the child's memory
+    in_the_child = ParsedForms()
+    in_the_child.add(1, b"in memory")
+    returned = pickle.loads(pickle.dumps(in_the_child))
+    assert len(shared.take_back(returned)) == 0 and shared.get(1) is None

@@ -11,10 +11,12 @@ import pytest
 from sqlalchemy import delete, event, func, select, update
 
 from afpbench.fixtures.loader import FixtureError, FixtureFile, parse_fixture, read_fixture_files
+from afpbench.fixtures.schema import Fixture
 from afpbench.workers.cells.time_limits import requests_per_try
 from afpbench.workers.settings import Settings
 from afpbench.workers.store.db import get_engine, session_scope
 from afpbench.workers.store.models import Sweep, SweepFixture
+from afpbench.workers.sweeps import fixture_map
 from afpbench.workers.sweeps import inputs as inputs_module
 from afpbench.workers.sweeps.coordinator import create_sweep, stored_inputs_intact
 from afpbench.workers.sweeps.fixture_map import LazyFixtures
@@ -191,8 +193,10 @@ def test_a_created_sweep_stores_each_text_as_a_row_and_a_worker_reads_only_what_
 def test_a_text_edited_in_the_database_names_its_file_when_read_and_breaks_the_stored_seal(created):
     sweep_id, inputs = created
     with session_scope() as session:
+        # Its parsed form gone too (a sweep stored before forms were, or both edited): the text is read.
         session.execute(update(SweepFixture).where(SweepFixture.sweep_id == sweep_id,
-                                                   SweepFixture.fixture_id == "P02").values(text="id: P09\n"))
+                                                   SweepFixture.fixture_id == "P02")
+                        .values(text="id: P09\n", parsed=None))
         session.execute(delete(SweepFixture).where(SweepFixture.sweep_id == sweep_id,
                                                    SweepFixture.fixture_id == "P04"))
     with pytest.raises(FixtureError, match=r"^P02\.yaml: "):
@@ -202,6 +206,42 @@ def test_a_text_edited_in_the_database_names_its_file_when_read_and_breaks_the_s
     with session_scope() as session:
         changed = stored_inputs_intact(session, session.get(Sweep, sweep_id))
     assert changed == ["fixtures/P02.yaml", "fixtures/P04.yaml"]
+
+
+def test_each_row_stores_the_parsed_form_of_its_text_and_a_worker_takes_the_fixture_from_it(created, monkeypatch):
+    """The parsed form is derived from the sealed text at creation; a worker validates it instead of
+    parsing the YAML (no YAML parse at all here), and gets the fixture the text parses to."""
+    sweep_id, inputs = created
+    with session_scope() as session:
+        rows = session.execute(select(SweepFixture).where(SweepFixture.sweep_id == sweep_id)
+                               .order_by(SweepFixture.position)).scalars().all()
+    assert [Fixture.model_validate_json(r.parsed) for r in rows] == \
+        [parse_fixture(FixtureFile(r.name, r.text)) for r in rows]
+
+    def no_yaml(file):
+        raise AssertionError(f"{file.name} parsed from its YAML")
+
+    monkeypatch.setattr(fixture_map, "parse_fixture", no_yaml)
+    assert [inputs.fixtures[i] for i in PILOT_IDS] == [parse_fixture(FixtureFile(r.name, r.text)) for r in rows]
+
+
+def test_a_parsed_form_edited_into_another_fixture_is_named_by_verify_and_a_spoilt_one_falls_back_to_the_text(
+        created):
+    """Rule (seal): what workers run is what was sealed. A stored form that is valid but not its text's
+    parse (a database edited by hand, a spoilt cache) is named by `verify` (stored_inputs_intact); a
+    form the schema refuses is never used: the worker parses the text, and verify has nothing to name."""
+    sweep_id, inputs = created
+    pilot = _pilot_files()
+    other = parse_fixture(pilot["P03"]).model_copy(update={"id": "P02"}).model_dump_json()
+    with session_scope() as session:
+        session.execute(update(SweepFixture).where(SweepFixture.sweep_id == sweep_id,
+                                                   SweepFixture.fixture_id == "P02").values(parsed=other))
+        session.execute(update(SweepFixture).where(SweepFixture.sweep_id == sweep_id,
+                                                   SweepFixture.fixture_id == "P05").values(parsed='{"id": 5'))
+    assert inputs.fixtures["P05"] == parse_fixture(pilot["P05"]), "a spoilt form: the text is parsed"
+    with session_scope() as session:
+        changed = stored_inputs_intact(session, session.get(Sweep, sweep_id))
+    assert changed == ["fixtures/P02.yaml (parsed form)"]
 
 
 def test_a_sweep_that_fails_to_create_leaves_no_fixture_row(sqlite_url, settings_env):

@@ -80,9 +80,10 @@ class Sweep(SQLModel, table=True):
 
 
 class SweepFixture(SQLModel, table=True):
-    """One fixture file sealed with a sweep: its exact text, under its file name, in file order. One row
-    per file rather than one JSON value for all, so that creating a sweep of 10,000 fixtures never holds
-    a 75 MB value (three times over while it was written) and a worker reads the one fixture a cell needs."""
+    """One fixture file sealed with a sweep: its exact text, under its file name, in file order, and its
+    parsed form. One row per file rather than one JSON value for all, so that creating a sweep of 10,000
+    fixtures never holds a 75 MB value (three times over while it was written) and a worker reads the one
+    fixture a cell needs."""
 
     __tablename__ = "sweep_fixture"
     __table_args__ = (UniqueConstraint("sweep_id", "fixture_id", name="uq_sweep_fixture_id"),)
@@ -92,6 +93,10 @@ class SweepFixture(SQLModel, table=True):
     name: str = Field(sa_column=Column(Text, nullable=False))
     fixture_id: str = Field(max_length=32)
     text: str = Field(sa_column=Column(Text, nullable=False))
+    # The fixture parsed from `text` at creation, as JSON (Fixture.model_dump_json): workers validate it
+    # instead of parsing the YAML again. Derived, never sealed; `afpbench verify` checks it against the text.
+    # NULL for sweeps created before migration 0004 (their workers parse the text).
+    parsed: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
 
 
 class Cell(SQLModel, table=True):

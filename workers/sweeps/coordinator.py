@@ -21,7 +21,7 @@ from afpbench.workers.sweeps.gate_run import fixture_gate, gate_all
 from afpbench.workers.sweeps.inputs import SweepInputs, inputs_for_sweep, load_inputs
 from afpbench.workers.sweeps.seal import afpbench_version, changed_components, seal_components, seal_hash
 from afpbench.workers.sweeps.spec import SweepSpec
-from afpbench.workers.sweeps.stored_fixtures import write_fixture_rows
+from afpbench.workers.sweeps.stored_fixtures import forms_not_of_their_texts, write_fixture_rows
 
 log = logging.getLogger(__name__)
 _INSERT_CHUNK = 5000
@@ -137,8 +137,10 @@ def verify_sweep(sweep: Sweep) -> list[str]:
 
 
 def stored_inputs_intact(session: Session, sweep: Sweep) -> list[str]:
-    """The stored texts still hash to the seal (guards the database copy workers use)."""
+    """The stored texts still hash to the seal, and each stored parsed form is its text's parse (guards the
+    database copy workers use): what differs, by component (`fixtures/<file> (parsed form)` for a form)."""
     inputs = inputs_for_sweep(session, sweep)
     current = seal_components(inputs.seal_inputs())
     current["afpbench_version"] = sweep.seal_components.get("afpbench_version")
-    return changed_components(sweep.seal_components, current)
+    forms = forms_not_of_their_texts(session, sweep.id)
+    return changed_components(sweep.seal_components, current) + [f"fixtures/{name} (parsed form)" for name in forms]

@@ -14,6 +14,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from typing import NamedTuple
 
+from pydantic import ValidationError
+
 from afpbench.fixtures.loader import FixtureError, FixtureFile, parse_fixture
 from afpbench.fixtures.schema import Fixture
 from afpbench.scoring.render import tools_for
@@ -36,6 +38,17 @@ class FixtureFacts(NamedTuple):
 
 def facts_of(fixture: Fixture) -> FixtureFacts:
     return FixtureFacts(fixture.id, fixture.version, fixture.high_risk, bool(tools_for(fixture)))
+
+
+def from_form(file: FixtureFile) -> Fixture | None:
+    """The fixture from the parsed form its file carries (stored at creation: ~0.08 ms against ~0.9 ms for
+    the YAML); None without one, or with one the schema refuses (then the text is parsed, as before)."""
+    if file.form is None:
+        return None
+    try:
+        return Fixture.model_validate_json(file.form)
+    except (ValidationError, ValueError):
+        return None
 
 
 class FilesByPosition(Mapping[str, FixtureFile]):
@@ -116,7 +129,7 @@ class LazyFixtures(Mapping[str, Fixture]):
     def _parse(self, fixture_id: str, parse: Future[Fixture]) -> None:
         file = self._files[fixture_id]
         try:
-            fx = parse_fixture(file)
+            fx = from_form(file) or parse_fixture(file)
             if fx.id != fixture_id:  # the stored id map disagrees with the text (edited by hand)
                 raise FixtureError(f"{file.name}: fixture id {fx.id!r}, but the sweep stores it as {fixture_id!r}")
         except BaseException as exc:

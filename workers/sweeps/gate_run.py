@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from afpbench.fixtures.loader import FixtureError, FixtureFile, parse_fixture
 from afpbench.fixtures.schema import Fixture
-from afpbench.fixtures.spool import subset
+from afpbench.fixtures.spool import ParsedForms, subset
 from afpbench.reference.hashing import json_sha256
 from afpbench.reference.loader import InstructionSet
 from afpbench.scoring.render import render
@@ -87,12 +87,12 @@ class PreparedFixtures:
     # None when no gate was given, or when it raised: validity_reports then gates as it always has (and
     # meets the same exception at the same point of sweep creation).
     reports: dict[str, Report] | None
-    # By file index, only when asked for (`dump`, for the cache): each fixture as the cache stores it.
-    dumped: dict[int, bytes] = field(default_factory=dict)
+    # By file index: each parsed fixture's form (its JSON), spooled, for the sweep's rows and the cache.
+    forms: ParsedForms = field(default_factory=ParsedForms)
 
 
-def _nothing_yet(gate: Gate | None) -> PreparedFixtures:
-    return PreparedFixtures([], {}, None if gate is None else {})
+def _nothing_yet(gate: Gate | None, forms: ParsedForms | None = None) -> PreparedFixtures:
+    return PreparedFixtures([], {}, None if gate is None else {}, forms if forms is not None else ParsedForms())
 
 
 def prepare_fixtures(files: Sequence[FixtureFile], gate: Gate | None, only: Collection[str] | None,
@@ -109,14 +109,15 @@ def prepare_fixtures(files: Sequence[FixtureFile], gate: Gate | None, only: Coll
     recalled = cache.recall(files, gate_id, kept, keep)
     new_at = [i for i in range(len(files)) if i not in recalled.facts]
     # A bad file raises here: never cached.
-    fresh = _parse_and_gate(subset(files, new_at), gate, kept, keep, dump=True)
+    fresh = _parse_and_gate(subset(files, new_at), gate, kept, keep)
+    new_forms = fresh.forms.moved(new_at)
     facts_at = recalled.facts | dict(zip(new_at, fresh.facts, strict=True))
     facts = [facts_at[i] for i in range(len(files))]
     parsed = recalled.parsed | {new_at[j]: fx for j, fx in fresh.parsed.items()}
     wanted = [i for i in range(len(files)) if kept is None or facts[i].id in kept]
     reports, new_reports = _reports(files, facts, wanted, gate, recalled, set(new_at), fresh.reports)
-    cache.keep(recalled, {new_at[j]: blob for j, blob in fresh.dumped.items()}, facts, gate_id, new_reports)
-    return PreparedFixtures(facts, _first(parsed, keep), reports)
+    cache.keep(recalled, new_forms, facts, gate_id, new_reports)
+    return PreparedFixtures(facts, _first(parsed, keep), reports, recalled.forms.joined(new_forms))
 
 
 def _first(parsed: dict[int, Fixture], keep: int) -> dict[int, Fixture]:
@@ -145,38 +146,41 @@ def _reports(files: Sequence[FixtureFile], facts: list[FixtureFacts], wanted: li
     return {facts[i].id: every[i] for i in wanted}, computed
 
 
-def _parse_and_gate(files: Sequence[FixtureFile], gate: Gate | None, kept: set[str] | None, keep: int,
-                    dump: bool = False) -> PreparedFixtures:
+def _parse_and_gate(files: Sequence[FixtureFile], gate: Gate | None, kept: set[str] | None,
+                    keep: int) -> PreparedFixtures:
     """prepare_fixtures without a cache: on two processes when there are enough files and it is safe."""
     if not _split(len(files)):
-        return _prepare(_nothing_yet(gate), files, gate, kept, keep, dump)
+        return _prepare(_nothing_yet(gate), files, gate, kept, keep)
     half = len(files) // 2
     # The child keeps parsed fixtures only where this process's share may fall short of `keep`.
     theirs_keep = keep if kept is not None else max(0, keep - half)
+    # Made before the fork: the child spools its forms to its file, and only their positions come back.
+    child_forms = ParsedForms()
     mine, theirs = run_beside_a_child(
-        lambda: _prepare(_nothing_yet(gate), files[:half], gate, kept, keep, dump),
-        lambda: _child_share(files[half:], gate, kept, theirs_keep, dump, half), "fixture parse and gate")
-    if not _trusted(theirs, len(files) - half, half, gate, kept):
+        lambda: _prepare(_nothing_yet(gate), files[:half], gate, kept, keep),
+        lambda: _child_share(files[half:], gate, kept, theirs_keep, half, child_forms), "fixture parse and gate")
+    if _trusted(theirs, len(files) - half, half, gate, kept):
+        theirs.forms = child_forms.take_back(theirs.forms)
+    else:
         if theirs is not None:
             log.warning("fixture parse and gate: incomplete result from the helper process; doing its share here")
         theirs = _nothing_yet(gate)
     # What the child left undone, here: after a bad file the child stops, and this parse raises its error.
-    _prepare(theirs, files[half + len(theirs.facts):], gate, kept, theirs_keep, dump, half)
+    _prepare(theirs, files[half + len(theirs.facts):], gate, kept, theirs_keep, half)
     both = None if mine.reports is None or theirs.reports is None else mine.reports | theirs.reports
     return PreparedFixtures(mine.facts + theirs.facts, _first(mine.parsed | theirs.parsed, keep), both,
-                            mine.dumped | theirs.dumped)
+                            mine.forms.joined(theirs.forms))
 
 
 def _prepare(into: PreparedFixtures, files: Sequence[FixtureFile], gate: Gate | None, kept: set[str] | None,
-             keep: int, dump: bool, offset: int = 0) -> PreparedFixtures:
+             keep: int, offset: int = 0) -> PreparedFixtures:
     """Parse `files` onto `into` (a bad file raises; those before it stay added), gating the kept ones.
     `offset`: the file index of `into`'s first fixture."""
     for file in files:
         fx = parse_fixture(file)
         at = offset + len(into.facts)
         into.facts.append(facts_of(fx))
-        if dump:
-            into.dumped[at] = fx.model_dump_json().encode()
+        into.forms.add(at, fx.model_dump_json().encode())
         if kept is not None and fx.id not in kept:
             continue
         if len(into.parsed) < keep:
@@ -190,30 +194,30 @@ def _prepare(into: PreparedFixtures, files: Sequence[FixtureFile], gate: Gate | 
     return into
 
 
-def _child_share(files: Sequence[FixtureFile], gate: Gate | None, kept: set[str] | None, keep: int, dump: bool,
-                 offset: int) -> PreparedFixtures:
-    done = _nothing_yet(gate)
+def _child_share(files: Sequence[FixtureFile], gate: Gate | None, kept: set[str] | None, keep: int,
+                 offset: int, forms: ParsedForms) -> PreparedFixtures:
+    done = _nothing_yet(gate, forms)
     try:
-        _prepare(done, files, gate, kept, keep, dump, offset)
+        _prepare(done, files, gate, kept, keep, offset)
     except FixtureError:
         pass  # stop at the bad file: the parent parses it again and raises exactly what one process raises
     return done
 
 
 def _trusted(theirs: object, files: int, offset: int, gate: Gate | None, kept: set[str] | None) -> bool:
-    """The child's result has the right form: at most `files` facts, parsed fixtures and dumps at indices
+    """The child's result has the right form: at most `files` facts, parsed fixtures and forms at indices
     among them, and (if it has reports) one for each kept fixture, in order."""
     if not isinstance(theirs, PreparedFixtures) or not isinstance(theirs.facts, list):
         return False
     if len(theirs.facts) > files or not all(isinstance(f, FixtureFacts) for f in theirs.facts):
         return False
     indices = range(offset, offset + len(theirs.facts))
-    if not isinstance(theirs.parsed, dict) or not isinstance(theirs.dumped, dict):
+    if not isinstance(theirs.parsed, dict) or not isinstance(theirs.forms, ParsedForms):
         return False
     if not all(i in indices and isinstance(fx, Fixture) and fx.id == theirs.facts[i - offset].id
                for i, fx in theirs.parsed.items()):
         return False
-    if not all(i in indices and isinstance(b, bytes) for i, b in theirs.dumped.items()):
+    if not all(i in indices for i in theirs.forms.indices()):
         return False
     if theirs.reports is None:
         return True  # no gate, or the child's gate raised (then so would ours: validity_reports gates)

@@ -107,7 +107,8 @@ def load_inputs(spec: SweepSpec, *, with_validity: bool = False) -> SweepInputs:
         raise references  # after the fixtures' errors: a spec wrong in both names its fixtures first, as always
     instructions, judge_prompt = references
     facts = {prepared.facts[i].id: prepared.facts[i] for i in selected}
-    kept_files = files.subset(selected)  # the texts stay in the spool (fixtures/spool.py)
+    # The texts stay in the spool (fixtures/spool.py); each file carries its parsed form, stored beside it.
+    kept_files = files.with_forms(prepared.forms).subset(selected)
     return SweepInputs(
         spec=spec,
         fixture_files=kept_files,

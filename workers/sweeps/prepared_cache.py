@@ -37,7 +37,7 @@ import sqlite3
 import sys
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import closing, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import TypeGuard
@@ -48,6 +48,7 @@ from pydantic import ValidationError
 
 from afpbench.fixtures.loader import FixtureFile
 from afpbench.fixtures.schema import Fixture
+from afpbench.fixtures.spool import ParsedForms
 from afpbench.workers.sweeps.fixture_map import FixtureFacts, facts_of
 from afpbench.workers.sweeps.two_processes import collector_paused
 
@@ -106,6 +107,9 @@ class Recalled:
     facts: dict[int, FixtureFacts]  # every file the cache knows
     parsed: dict[int, Fixture]  # the first `keep` of those the selection keeps, read and checked whole
     reports: dict[int, Report]  # only for indices in `facts`
+    # Every known file's fixture as stored (its parsed form), spooled, not checked here: the sweep stores it
+    # beside the text, a worker validates it and parses the text instead if it does not validate.
+    forms: ParsedForms = field(default_factory=ParsedForms)
 
 
 def _is_report(value: object) -> TypeGuard[Report]:
@@ -168,27 +172,29 @@ class PreparedCache:
             blobs = _lookup(db, "parsed", "fixture", [keys[i] for i in seeds])
             report_keys = {i: report_key(keys[i], gate) for i in facts} if gate else {}
             texts = _lookup(db, "gated", "report", list(report_keys.values()))
-        parsed: dict[int, Fixture] = {}
-        with collector_paused():  # 10,000 fixtures: 4.1 s with the collector on
-            for i in seeds:
-                fx = _fixture(blobs.get(keys[i]))
-                if fx is not None and facts_of(fx) == facts[i]:
-                    parsed[i] = fx
-                else:  # spoilt, or disagreeing with its facts: the whole entry counts as missing
-                    del facts[i]
-        reports = {i: r for i, key in report_keys.items() if i in facts and (r := _report(texts.get(key))) is not None}
-        return Recalled(keys, facts, parsed, reports)
+            parsed: dict[int, Fixture] = {}
+            with collector_paused():  # 10,000 fixtures: 4.1 s with the collector on
+                for i in seeds:
+                    fx = _fixture(blobs.get(keys[i]))
+                    if fx is not None and facts_of(fx) == facts[i]:
+                        parsed[i] = fx
+                    else:  # spoilt, or disagreeing with its facts: the whole entry counts as missing
+                        del facts[i]
+            reports = {i: r for i, key in report_keys.items()
+                       if i in facts and (r := _report(texts.get(key))) is not None}
+            forms = _spooled_forms(db, keys, facts)
+        return Recalled(keys, facts, parsed, reports, forms)
 
-    def keep(self, recalled: Recalled, dumped: dict[int, bytes], facts: Sequence[FixtureFacts], gate: str | None,
+    def keep(self, recalled: Recalled, forms: ParsedForms, facts: Sequence[FixtureFacts], gate: str | None,
              reports: dict[int, Report]) -> None:
         """Write what was computed, by index into the files `recalled` was read for (its keys): each new
-        parse (its fixture as `Fixture.model_dump_json` gives it, and its facts) and each new report.
-        Never raises."""
-        if not dumped and not reports:
+        parse (its parsed form, as `Fixture.model_dump_json` gives it, and its facts) and each new report.
+        The forms are read back one at a time as they are written. Never raises."""
+        if not len(forms) and not reports:
             return
         keys = recalled.keys
         try:
-            parsed = [(keys[i], blob, json.dumps(list(facts[i]))) for i, blob in dumped.items()]
+            parsed = ((keys[i], _encoded(forms.get(i)), json.dumps(list(facts[i]))) for i in forms.indices())
             gated = [(report_key(keys[i], gate), json.dumps(r)) for i, r in reports.items()] if gate else []
             with self._connection(create=True) as db:
                 db.execute("BEGIN IMMEDIATE")
@@ -221,6 +227,25 @@ def _lookup(db: sqlite3.Connection, table: str, column: str, keys: list[str]) ->
         marks = ",".join("?" * len(chunk))
         found.update(db.execute(f"SELECT key, {column} FROM {table} WHERE key IN ({marks})", chunk).fetchall())
     return found
+
+
+def _spooled_forms(db: sqlite3.Connection, keys: list[str], known: Collection[int]) -> ParsedForms:
+    """The stored fixture of each known file, by index, read a chunk of keys at a time into a spool."""
+    forms = ParsedForms()
+    at: dict[str, list[int]] = {}
+    for i in sorted(known):
+        at.setdefault(keys[i], []).append(i)  # two files with the same text share a key
+    wanted = list(at)
+    for start in range(0, len(wanted), _LOOKUP_CHUNK):
+        for key, blob in _lookup(db, "parsed", "fixture", wanted[start:start + _LOOKUP_CHUNK]).items():
+            if isinstance(blob, bytes):
+                for i in at[key]:
+                    forms.add(i, blob)
+    return forms
+
+
+def _encoded(form: str | None) -> bytes:
+    return (form or "").encode()
 
 
 def _fixture(blob: bytes | str | None) -> Fixture | None:

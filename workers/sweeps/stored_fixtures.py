@@ -11,20 +11,21 @@ from collections.abc import Iterable, Iterator
 from sqlalchemy import Connection, Engine, select
 from sqlalchemy.orm import Session
 
-from afpbench.fixtures.loader import FixtureError, FixtureFile
+from afpbench.fixtures.loader import FixtureError, FixtureFile, parse_fixture
 from afpbench.workers.store.db import for_reads, insert_in_chunks
 from afpbench.workers.store.models import SweepFixture, table_of
-from afpbench.workers.sweeps.fixture_map import FilesByPosition
+from afpbench.workers.sweeps.fixture_map import FilesByPosition, from_form
 
 _CHUNK = 1000  # rows per executemany: a chunk of texts (~7 MB at most) is all that is held at once
 _table = table_of(SweepFixture)
 
 
 def write_fixture_rows(connection, sweep_id: str, files: Iterable[FixtureFile], ids: Iterable[str]) -> None:
-    """The sweep's fixture files in order, the i-th under the i-th id, through `connection` (an ORM
-    session or a Core connection, inside the creating transaction)."""
+    """The sweep's fixture files in order, the i-th under the i-th id, each with its parsed form when it
+    carries one, through `connection` (an ORM session or a Core connection, inside the creating transaction)."""
     insert_in_chunks(connection, _table, (
-        {"sweep_id": sweep_id, "position": position, "name": file.name, "fixture_id": fixture_id, "text": file.text}
+        {"sweep_id": sweep_id, "position": position, "name": file.name, "fixture_id": fixture_id, "text": file.text,
+         "parsed": file.form}
         for position, (file, fixture_id) in enumerate(zip(files, ids, strict=True))), _CHUNK)
 
 
@@ -59,12 +60,12 @@ check and the export, which must see a set with a row missing as it is, not fail
             file = self._ahead.pop(fixture_id, None)
         if file is not None:
             return file
-        query = (select(_table.c.position, _table.c.fixture_id, _table.c.name, _table.c.text)
+        query = (select(_table.c.position, _table.c.fixture_id, _table.c.name, _table.c.text, _table.c.parsed)
                  .where(_table.c.sweep_id == self._sweep_id, _table.c.position >= position,
                         _table.c.position < position + self.AHEAD))
         with self._engine.connect() as connection:
             rows = for_reads(connection).execute(query).all()
-        read = {row.fixture_id: FixtureFile(row.name, row.text) for row in rows}
+        read = {row.fixture_id: FixtureFile(row.name, row.text, row.parsed) for row in rows}
         file = read.pop(fixture_id, None)
         if file is None:  # the row went after the ids were read (a database edited by hand)
             raise FixtureError(f"sweep {self._sweep_id}: fixture {fixture_id!r} has no stored text")
@@ -93,3 +94,23 @@ class StoredTexts(Iterable[FixtureFile]):
 
     def __len__(self) -> int:
         return self._count
+
+
+def forms_not_of_their_texts(session: Session | Connection, sweep_id: str) -> list[str]:
+    """The file names of the sweep's stored parsed forms that a worker would take (they pass the schema)
+    but that are not what their stored text parses to: a database edited by hand, or a prepared-fixture
+    cache (prepared_cache.py) spoilt into another valid fixture. A form the schema refuses is not
+    listed: workers parse that text instead. Each text is parsed here, a row at a time."""
+    query = (select(_table.c.name, _table.c.text, _table.c.parsed)
+             .where(_table.c.sweep_id == sweep_id, _table.c.parsed.is_not(None)).order_by(_table.c.position))
+    wrong = []
+    for row in session.execute(query.execution_options(yield_per=200)):
+        taken = from_form(FixtureFile(row.name, row.text, row.parsed))
+        if taken is None:
+            continue
+        try:
+            if taken != parse_fixture(FixtureFile(row.name, row.text)):
+                wrong.append(row.name)
+        except FixtureError:  # the text itself is spoilt: the seal check names it
+            wrong.append(row.name)
+    return wrong
