@@ -276,7 +276,7 @@ def test_a_cancel_between_read_and_claim_finishes_the_message_at_once(settings_e
     spec = parse_spec({"models": [{"provider": "sim", "model": "sim-1", "base_url": sim.base_url}],
                        "judges": [], "conditions": ["A"], "fixtures": {"only": ["P01"]}})
     requests_before = sim.stats()["requests"]
-    real_claim = execution.claim
+    real_claim = execution.claim_cell
 
     def cancel_then_claim(*args, **kwargs):  # the cancel lands in the window between the read and the claim
         runs.cancel(sweep_id)
@@ -286,7 +286,7 @@ def test_a_cancel_between_read_and_claim_finishes_the_message_at_once(settings_e
         sweep_id = runs.start_sweep(spec)
         with session_scope() as session:
             (cell_id,) = session.exec(select(Cell.id).where(Cell.sweep_id == sweep_id)).all()
-        monkeypatch.setattr(execution, "claim", cancel_then_claim)
+        monkeypatch.setattr(execution, "claim_cell", cancel_then_claim)
         decision = execution.execute_cell(cell_id, "valid-test")
         assert isinstance(decision, execution.Finished) and decision.reason == "sweep cancelled", decision
         with session_scope() as session:

@@ -28,8 +28,9 @@ from afpbench.workers.cells.claim import (
     CellRow,
     Claimed,
     Exhausted,
-    claim,
+    claim_cell,
     load_cell,
+    record_in_one,
 )
 from afpbench.workers.cells.completion import any_open
 from afpbench.workers.cells.conversation import converse, estimate_tokens, sent_rounds
@@ -44,7 +45,7 @@ from afpbench.workers.providers.endpoints import endpoint_for
 from afpbench.workers.providers.types import AdapterResult
 from afpbench.workers.redact import mask_secrets
 from afpbench.workers.settings import get_settings
-from afpbench.workers.store.db import for_reads, get_engine, transaction
+from afpbench.workers.store.db import autocommitted, for_reads, get_engine, transaction
 from afpbench.workers.store.lossless import fit, storable, storable_text
 from afpbench.workers.store.models import Phase, Result, SweepStatus, as_utc, utcnow
 from afpbench.workers.sweeps.inputs import SweepInputs
@@ -119,10 +120,9 @@ def execute_cell(
                             lease_s=slot_lease_s(model))
     if not grant.granted:
         return RetryLater(grant.wait_s, f"limiter: {grant.reason}", prepaid=grant.prepaid)
-    with transaction() as conn:
-        # The lease must outlive the broker's visibility timeout (AFP_LEASE_EXPIRY_S), or a message
-        # redelivered from a slow but live worker would steal the cell.
-        claimed = claim(conn, cell_id, worker, settings.lease_expiry_s, policy.max_attempts)
+    # The lease must outlive the broker's visibility timeout (AFP_LEASE_EXPIRY_S), or a message
+    # redelivered from a slow but live worker would steal the cell.
+    claimed = claim_cell(cell_id, worker, settings.lease_expiry_s, policy.max_attempts)
     if not isinstance(claimed, Claimed):
         limiter.release(pool, grant.lease)
         limiter.refund(pool, limits, estimate)
@@ -255,30 +255,50 @@ def _commit(
             details={"attempt_id": claimed.attempt_id, "decided_at": "execution"}, scorer_version="execution",
         ).model_dump(exclude={"id"}))
     with get_engine().connect() as conn:
-        with conn.begin():
-            conn.execute(FILL_ATTEMPT, {"b_attempt": claimed.attempt_id, **attempt_values})
-            moved = conn.execute(
-                MOVE_CELL, {"b_cell": cell.id, "b_number": claimed.number, **cell_values}
-            ).rowcount
-            if not moved:
-                # Our lease expired and a later claim took the cell over (or it is
-                # already past execution). Keep this attempt on record, but leave the cell to the current
-                # holder: moving it on from here could give the cell a second result.
+        if conn.dialect.name == "postgresql" and verdict.kind != "stop_model":
+            conn = autocommitted(conn)  # for the rest of the record too: each statement commits as it ends
+            moved = _record_in_one(conn, cell, claimed, attempt_values, cell_values, rows)
+        else:
+            with conn.begin():
+                conn.execute(FILL_ATTEMPT, {"b_attempt": claimed.attempt_id, **attempt_values})
+                moved = conn.execute(
+                    MOVE_CELL, {"b_cell": cell.id, "b_number": claimed.number, **cell_values}
+                ).rowcount > 0
+                if moved and rows:
+                    conn.execute(INSERT_RESULT, rows)
+                if moved and verdict.kind == "stop_model":
+                    stop_model(conn, cell, cell_values["state_reason"])
+        if not moved:
+            # Our lease expired and a later claim took the cell over (or it is already past execution).
+            # The attempt stays on record, but the cell is left to the current holder: moving it on from
+            # here could give the cell a second result.
+            with conn.begin():
                 current = conn.execute(select(CELL.c.attempts).where(CELL.c.id == cell.id)).scalar_one()
                 note = f"superseded by attempt {current}"
                 error = f"{attempt_values['error']}; {note}" if attempt_values["error"] else note
                 conn.execute(FILL_ATTEMPT, {"b_attempt": claimed.attempt_id, "error": error})
-                return Finished(None, f"attempt {claimed.number} superseded")
-            if rows:
-                conn.execute(INSERT_RESULT, rows)
-            if verdict.kind == "stop_model":
-                stop_model(conn, cell, cell_values["state_reason"])
+            return Finished(None, f"attempt {claimed.number} superseded")
         if isinstance(decision, Finished):
             # After the commit, on the same connection: does the sweep still have an open cell? Only a
             # task that sees none goes on to claim the aggregate (claim_aggregate checks again). In
             # autocommit on PostgreSQL: one statement, no transaction (no BEGIN and ROLLBACK round trips).
             decision = replace(decision, sweep_open=any_open(for_reads(conn), cell.sweep_id))
     return decision
+
+
+def _record_in_one(conn: Connection, cell: CellRow, claimed: Claimed, attempt_values: dict, cell_values: dict,
+                   rows: list[dict]) -> bool:
+    """The record as one statement on PostgreSQL, `conn` in autocommit (claim.py:record_in_one); whether
+    the cell moved. At most one result row is written with a cell's record."""
+    assert len(rows) <= 1, "a record writes at most one result row"
+    result = rows[0] if rows else {}
+    statement = record_in_one(tuple(attempt_values), tuple(cell_values), tuple(result))
+    params = {"b_attempt": claimed.attempt_id, "b_cell": cell.id, "b_number": claimed.number,
+              **{f"a_{k}": v for k, v in attempt_values.items()}, **{f"c_{k}": v for k, v in cell_values.items()},
+              **{f"r_{k}": v for k, v in result.items()}}
+    moved = conn.execute(statement, params).first() is not None
+    conn.commit()  # ends SQLAlchemy's own transaction object; the statement was committed as it ended
+    return moved
 
 
 def _reason(reason: str, error: str | None) -> str:

@@ -249,7 +249,28 @@ def for_reads(connection: Connection) -> Connection:
     SQLite a write here would be rolled back when the connection closes."""
     if connection.dialect.name == "sqlite":
         return connection
+    return autocommitted(connection)
+
+
+def autocommitted(connection: Connection) -> Connection:
+    """`connection` (changed in place) in autocommit: each statement is its own transaction, committed as
+    it ends, in one round trip. For single statements that are atomic by themselves."""
+    if connection.get_execution_options().get("isolation_level") == "AUTOCOMMIT":
+        return connection  # already (it cannot be set again inside SQLAlchemy's transaction object)
     return connection.execution_options(isolation_level="AUTOCOMMIT")
+
+
+@contextmanager
+def one_statement(url: str | None = None) -> Iterator[Connection]:
+    """A Core connection for a write that is a single statement, atomic by itself: on PostgreSQL in
+    autocommit (one round trip, where a transaction takes three: BEGIN, the statement, COMMIT); elsewhere
+    a transaction, committed on success. One statement only: on PostgreSQL each commits on its own."""
+    with get_engine(url).connect() as connection:
+        if connection.dialect.name == "postgresql":
+            yield autocommitted(connection)
+            return
+        with connection.begin():
+            yield connection
 
 
 @contextmanager
