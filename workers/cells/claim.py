@@ -21,7 +21,7 @@ from sqlalchemy import Connection, Insert, Select, String, bindparam, cast, inse
 
 from afpbench.scoring.states import ResultState
 from afpbench.workers.settings import get_settings
-from afpbench.workers.store.db import autocommit, get_engine, one_statement, transaction
+from afpbench.workers.store.db import autocommit, autocommitted, get_engine, transaction
 from afpbench.workers.store.models import (
     Attempt,
     Cell,
@@ -211,9 +211,10 @@ def claim_cell(cell_id: int, worker: str, lease_s: float,
     transaction (held by someone else, or due with its budget spent)."""
     if max_attempts is None:
         max_attempts = get_settings().max_attempts
-    if get_engine().dialect.name == "postgresql":
-        with one_statement() as conn:
-            claimed = _claimed(conn, cell_id, worker, lease_s, max_attempts, utcnow())
+    engine = get_engine()
+    if engine.dialect.name == "postgresql":
+        with engine.connect() as conn:  # one statement, atomic by itself: no BEGIN, no COMMIT
+            claimed = _claimed(autocommitted(conn), cell_id, worker, lease_s, max_attempts, utcnow())
         if claimed is not None:
             return claimed
     with transaction() as conn:

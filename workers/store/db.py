@@ -261,19 +261,6 @@ def autocommitted(connection: Connection) -> Connection:
 
 
 @contextmanager
-def one_statement(url: str | None = None) -> Iterator[Connection]:
-    """A Core connection for a write that is a single statement, atomic by itself: on PostgreSQL in
-    autocommit (one round trip, where a transaction takes three: BEGIN, the statement, COMMIT); elsewhere
-    a transaction, committed on success. One statement only: on PostgreSQL each commits on its own."""
-    with get_engine(url).connect() as connection:
-        if connection.dialect.name == "postgresql":
-            yield autocommitted(connection)
-            return
-        with connection.begin():
-            yield connection
-
-
-@contextmanager
 def session_scope(url: str | None = None) -> Iterator[Session]:
     """A session that commits on success and rolls back on any error: no half-written rows."""
     session = Session(get_engine(url), expire_on_commit=False)
