@@ -169,20 +169,14 @@ class PreparedCache:
             facts = {i: f for i, key in enumerate(keys) if (f := _facts(stored.get(key))) is not None}
             # Only these are read whole (Fixture.model_validate_json: ~0.2 ms each, 2 s at 10,000).
             seeds = [i for i, f in facts.items() if kept is None or f.id in kept][:keep]
-            blobs = _lookup(db, "parsed", "fixture", [keys[i] for i in seeds])
             report_keys = {i: report_key(keys[i], gate) for i in facts} if gate else {}
             texts = _lookup(db, "gated", "report", list(report_keys.values()))
-            parsed: dict[int, Fixture] = {}
-            with collector_paused():  # 10,000 fixtures: 4.1 s with the collector on
-                for i in seeds:
-                    fx = _fixture(blobs.get(keys[i]))
-                    if fx is not None and facts_of(fx) == facts[i]:
-                        parsed[i] = fx
-                    else:  # spoilt, or disagreeing with its facts: the whole entry counts as missing
-                        del facts[i]
+            forms, parsed = _stored_fixtures(db, keys, facts, set(seeds))
+            for i in seeds:
+                if i not in parsed:  # spoilt, or disagreeing with its facts: the whole entry counts as missing
+                    del facts[i]
             reports = {i: r for i, key in report_keys.items()
                        if i in facts and (r := _report(texts.get(key))) is not None}
-            forms = _spooled_forms(db, keys, facts)
         return Recalled(keys, facts, parsed, reports, forms)
 
     def keep(self, recalled: Recalled, forms: ParsedForms, facts: Sequence[FixtureFacts], gate: str | None,
@@ -194,7 +188,8 @@ class PreparedCache:
             return
         keys = recalled.keys
         try:
-            parsed = ((keys[i], _encoded(forms.get(i)), json.dumps(list(facts[i]))) for i in forms.indices())
+            parsed = ((keys[i], blob, json.dumps(list(facts[i])))
+                      for i in forms.indices() if (blob := forms.raw(i)) is not None)
             gated = [(report_key(keys[i], gate), json.dumps(r)) for i, r in reports.items()] if gate else []
             with self._connection(create=True) as db:
                 db.execute("BEGIN IMMEDIATE")
@@ -221,31 +216,43 @@ class PreparedCache:
 
 def _lookup(db: sqlite3.Connection, table: str, column: str, keys: list[str]) -> dict[str, bytes | str]:
     found: dict[str, bytes | str] = {}
+    for chunk in _lookup_chunks(db, table, column, keys):
+        found.update(chunk)
+    return found
+
+
+def _lookup_chunks(db: sqlite3.Connection, table: str, column: str,
+                   keys: list[str]) -> Iterator[dict[str, bytes | str]]:
+    """What the table holds for `keys`, a chunk of distinct keys at a time (one `IN (...)` each)."""
     distinct = list(dict.fromkeys(keys))
     for start in range(0, len(distinct), _LOOKUP_CHUNK):
         chunk = distinct[start:start + _LOOKUP_CHUNK]
         marks = ",".join("?" * len(chunk))
-        found.update(db.execute(f"SELECT key, {column} FROM {table} WHERE key IN ({marks})", chunk).fetchall())
-    return found
+        yield dict(db.execute(f"SELECT key, {column} FROM {table} WHERE key IN ({marks})", chunk).fetchall())
 
 
-def _spooled_forms(db: sqlite3.Connection, keys: list[str], known: Collection[int]) -> ParsedForms:
-    """The stored fixture of each known file, by index, read a chunk of keys at a time into a spool."""
-    forms = ParsedForms()
+def _stored_fixtures(db: sqlite3.Connection, keys: list[str], facts: dict[int, FixtureFacts],
+                     seeds: set[int]) -> tuple[ParsedForms, dict[int, Fixture]]:
+    """Each known file's stored fixture, read once, a chunk of keys at a time: spooled as its parsed form,
+    and, for the `seeds` only, validated whole and kept parsed when it agrees with its facts (a seed that
+    does not gets no form either: it counts as missing and is parsed again)."""
+    forms, parsed = ParsedForms(), {}
     at: dict[str, list[int]] = {}
-    for i in sorted(known):
+    for i in sorted(facts):
         at.setdefault(keys[i], []).append(i)  # two files with the same text share a key
-    wanted = list(at)
-    for start in range(0, len(wanted), _LOOKUP_CHUNK):
-        for key, blob in _lookup(db, "parsed", "fixture", wanted[start:start + _LOOKUP_CHUNK]).items():
-            if isinstance(blob, bytes):
+    with collector_paused():  # 10,000 fixtures validated: 4.1 s with the collector on
+        for chunk in _lookup_chunks(db, "parsed", "fixture", list(at)):
+            for key, blob in chunk.items():
+                if not isinstance(blob, bytes):
+                    continue
                 for i in at[key]:
+                    if i in seeds:
+                        fx = _fixture(blob)
+                        if fx is None or facts_of(fx) != facts[i]:
+                            continue
+                        parsed[i] = fx
                     forms.add(i, blob)
-    return forms
-
-
-def _encoded(form: str | None) -> bytes:
-    return (form or "").encode()
+    return forms, parsed
 
 
 def _fixture(blob: bytes | str | None) -> Fixture | None:
