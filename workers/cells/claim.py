@@ -104,6 +104,7 @@ INTERRUPT = (
 NEW_ATTEMPT = insert(ATTEMPT).returning(ATTEMPT.c.id)
 # An attempt row as the claim starts it (NEW_ATTEMPT's values besides cell, number, worker and time).
 _STARTED = {"outcome": ATTEMPT_STARTED, "tool_calls": [], "reasoning_params": {}, "rounds": [], "simulated": False}
+_STARTED_PARAMS = {f"b_{k}": v for k, v in _STARTED.items()}  # the same, as CLAIM_AND_START's parameters
 _LOST = "worker lost before the attempt finished; attempt {} took over after its lease"
 
 
@@ -227,7 +228,7 @@ def _claimed(conn: Connection, cell_id: int, worker: str, lease_s: float, max_at
     params = {"b_cell": cell_id, "b_now": now, "b_worker": worker, "b_max": max_attempts,
               "b_lease_until": now + timedelta(seconds=lease_s)}
     if conn.dialect.name == "postgresql":
-        row = conn.execute(CLAIM_AND_START, params | {f"b_{k}": v for k, v in _STARTED.items()}).first()
+        row = conn.execute(CLAIM_AND_START, params | _STARTED_PARAMS).first()
         return None if row is None else Claimed(row.id, row.number)
     number = conn.execute(CLAIM, params).scalar_one_or_none()
     if number is None:
