@@ -13,6 +13,7 @@ import pytest
 from sqlalchemy import select, update
 
 from afpbench.workers.sim.server import FaultConfig, SimConfig, SimServer
+from tests.reliability.lease_rig import create_one_cell_sweep
 
 pytestmark = pytest.mark.integration
 LEASE_S = 60.0
@@ -25,23 +26,10 @@ def sim():
 
 
 def _one_cell(base_url: str) -> int:
-    from afpbench.workers.store.db import session_scope
-    from afpbench.workers.sweeps.coordinator import create_sweep
-    from afpbench.workers.sweeps.inputs import load_inputs, remember
-    from afpbench.workers.sweeps.spec import parse_spec
-
-    spec = parse_spec({"name": "one statement (simulated)", "judges": [], "conditions": ["A"],
-                       "models": [{"provider": "sim", "model": "sim-1", "label": "sim-1 (simulated)",
-                                   "base_url": base_url}], "fixtures": {"only": ["P01"]}})
-    inputs = load_inputs(spec)
-    with session_scope() as session:
-        sweep = create_sweep(session, spec, inputs)
-        sweep_id, stored, validity = sweep.id, sweep.spec, sweep.validity
-    remember(sweep_id, stored, inputs, validity)
-    from afpbench.workers.store.models import Cell
-
-    with session_scope() as session:
-        return session.exec(select(Cell.id).where(Cell.sweep_id == sweep_id)).one()[0]
+    _, cell_id = create_one_cell_sweep({
+        "name": "one statement (simulated)", "judges": [], "conditions": ["A"], "fixtures": {"only": ["P01"]},
+        "models": [{"provider": "sim", "model": "sim-1", "label": "sim-1 (simulated)", "base_url": base_url}]})
+    return cell_id
 
 
 def _lease_runs_out(cell_id: int) -> None:
