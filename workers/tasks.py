@@ -18,7 +18,7 @@ from afpbench.workers.cells.execution import RetryLater, ScoreNext, execute_cell
 from afpbench.workers.cells.finish import finish_if_done
 from afpbench.workers.cells.reconciler import reconcile_sweeps
 from afpbench.workers.grading.scorer import RejudgeLater, score_cell
-from afpbench.workers.results.aggregation import aggregate_sweep
+from afpbench.workers.results.aggregation import store_summary
 from afpbench.workers.settings import get_settings
 
 log = logging.getLogger(__name__)
@@ -105,7 +105,7 @@ def _finish(cell_id: int, task, sweep_id: str | None = None) -> None:
 @app.task(name=AGGREGATE, bind=True, max_retries=5, acks_late=True)
 def aggregate(self, sweep_id: str) -> str:
     try:
-        aggregate_sweep(sweep_id)
+        store_summary(sweep_id)
     except DATABASE_UNAVAILABLE as exc:
         raise _retry_database(self, exc) from exc
     return "aggregated"

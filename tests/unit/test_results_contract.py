@@ -11,7 +11,15 @@ from afpbench.reference.loader import protocol
 from afpbench.workers.results.aggregation import aggregate_sweep, snapshot, stored_summary
 from afpbench.workers.results.record_model import GraderPromptFile, RunRecord
 from afpbench.workers.results.records import records_jsonl, run_record
-from afpbench.workers.results.summary import PairedComparison, PendingComparison, SweepSummary
+from afpbench.workers.results.summary import (
+    FixtureConditionRow,
+    FixtureRows,
+    PairedComparison,
+    PendingComparison,
+    RunSummary,
+    SweepSummary,
+    joined,
+)
 from afpbench.workers.store.db import session_scope
 from afpbench.workers.store.models import Aggregate, Judgement, SweepStatus
 from tests.unit.sweep_builder import CellMaker, make_sweep
@@ -45,10 +53,64 @@ def test_stored_summary_is_the_models_json_and_reads_back_equal(db):
     summary = aggregate_sweep("sw")
     assert isinstance(summary, SweepSummary)
     with session_scope() as s:
-        assert s.get(Aggregate, "sw").summary == summary.model_dump(mode="json")
+        stored = s.get(Aggregate, "sw")
+        assert "by_fixture_condition" not in stored.summary  # the rows have their own column
+        assert stored.summary | {"by_fixture_condition": stored.fixture_rows} == summary.model_dump(mode="json")
     assert stored_summary("sw") == summary
     assert isinstance(_comparison(summary, "C vs B"), PairedComparison)
     assert summary.totals.passed == 11 and summary.totals.model_dump()["pass"] == 11
+
+
+def test_a_part_of_the_summary_is_read_without_the_per_fixture_rows(db):
+    """`afpbench run` reads RunSummary: the per-fixture rows (2.8 MB of JSON at 10,000 fixtures) are never
+    parsed for it. Rows spoilt in the database leave the part readable and the whole summary unreadable."""
+    _pairs("part", 3)
+    with session_scope() as s:
+        s.add(Aggregate(sweep_id="part", claimed_by="test"))
+    summary = aggregate_sweep("part")
+    with session_scope() as s:
+        s.get(Aggregate, "part").fixture_rows = {"not": "rows"}
+    part = stored_summary("part", RunSummary)
+    assert part is not None and part.by_model_condition == summary.by_model_condition
+    assert stored_summary("part") is None  # the whole summary does not validate: computed afresh by callers
+
+
+def test_a_summary_stored_with_its_rows_inside_reads_back(db):
+    """Migration 0005: a summary stored before it holds by_fixture_condition inside and no fixture_rows."""
+    _pairs("pre5", 3)
+    with session_scope() as s:
+        s.add(Aggregate(sweep_id="pre5", claimed_by="test"))
+    summary = aggregate_sweep("pre5")
+    with session_scope() as s:
+        row = s.get(Aggregate, "pre5")
+        row.summary, row.fixture_rows = summary.model_dump(mode="json"), None
+    assert stored_summary("pre5") == summary
+    assert stored_summary("pre5", RunSummary).comparisons == summary.comparisons
+
+
+def test_fixture_rows_json_is_pydantics_json_of_the_rows():
+    """The rows are written from their shared blocks (never built as models for the column); the text is
+    exactly what pydantic writes for the models, labels with quotes, backslashes and non-ASCII included."""
+    from pydantic import TypeAdapter
+
+    from afpbench.scoring.rates import FAIL as F
+    from afpbench.scoring.rates import PASS as P
+    from afpbench.scoring.rates import rate_block
+
+    zero, mixed = rate_block({P: 3}), rate_block({P: 2, F: 1, "INFRA_ERROR": 4, "UNFINISHED": 1})
+    blocks = {("P01", "1.0", "A"): zero, ('q"uote\\', "2", "B"): mixed, ("Zürich-😀", "1.0", "C"): zero,
+              ("P05", "3.1.4", "D"): mixed}
+    rows = FixtureRows(blocks, frozenset({("P05", "3.1.4"), ("Zürich-😀", "1.0")}))
+    models = rows.models()
+    assert [m.high_risk for m in models] == [False, False, True, True]
+    assert rows.json() == TypeAdapter(list[FixtureConditionRow]).dump_json(models).decode()
+    assert FixtureRows({}, frozenset()).json() == "[]"
+
+
+@pytest.mark.parametrize("head", ["", "[]", "{}", " { } ", '"text"'])
+def test_a_stored_head_that_is_no_object_with_fields_is_refused(head):
+    with pytest.raises(ValueError, match="not a JSON object"):
+        joined(head, "[]")
 
 
 def test_pending_comparisons_carry_no_test_fields(db):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from afpbench.workers.celery_app import AGGREGATE, send
 from afpbench.workers.cells.completion import claim_aggregate
-from afpbench.workers.results.aggregation import aggregate_sweep
+from afpbench.workers.results.aggregation import aggregate_sweep, store_summary
 from afpbench.workers.results.summary import SweepSummary
 
 
@@ -18,7 +18,7 @@ def finish_if_done(sweep_id: str, claimant: str, *, aggregate_here: bool = False
     if not claim_aggregate(sweep_id, claimant):
         return False
     if aggregate_here:
-        aggregate_sweep(sweep_id)
+        store_summary(sweep_id)
     else:
         send(AGGREGATE, [sweep_id], "aggregate")
     return True

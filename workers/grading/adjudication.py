@@ -18,7 +18,7 @@ from afpbench.scoring.states import ResultState
 from afpbench.scoring.verdict import HumanDecision, PassRule, apply_human_decision
 from afpbench.workers.errors import AdjudicationError
 from afpbench.workers.grading.scorer import next_scoring_run, score_answer, write_result
-from afpbench.workers.results.aggregation import aggregate_sweep
+from afpbench.workers.results.aggregation import store_summary
 from afpbench.workers.store.db import session_scope
 from afpbench.workers.store.models import Adjudication, Aggregate, Cell, Phase, Result, Sweep
 from afpbench.workers.sweeps.inputs import inputs_for_sweep
@@ -117,7 +117,7 @@ def decide(
             "scoring_run": run,
         }
     if aggregated:  # keep the published summary in step with the decision
-        aggregate_sweep(cell.sweep_id)
+        store_summary(cell.sweep_id)
     return out
 
 

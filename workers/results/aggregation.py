@@ -36,19 +36,22 @@ from afpbench.scoring.rates import (
     tally,
 )
 from afpbench.workers.errors import SweepNotFound
+from afpbench.workers.memory import return_freed_memory
 from afpbench.workers.results.decisions import human_decisions
 from afpbench.workers.results.summary import (
     Comparison,
     ComparisonHead,
+    ComputedSummary,
     ConditionRow,
     Cost,
     CostRow,
-    FixtureConditionRow,
+    FixtureRows,
     ModelConditionRow,
     ModelEntry,
     PendingComparison,
     SweepSummary,
     comparison,
+    joined,
     labelled,
 )
 from afpbench.workers.results.unscored import why_unscored
@@ -60,7 +63,7 @@ from afpbench.workers.sweeps.spec import HIGH_RISK_MIN_REPEATS, ModelSpec, parse
 Stored = TypeVar("Stored", bound=Contract)
 
 __all__ = ["COMPARISONS", "PENDING_READING", "SweepSummary", "aggregate_sweep", "is_latest_result", "snapshot",
-           "stored_summary"]
+           "store_summary", "stored_summary"]
 
 COMPARISONS = (("C", "B"), ("D", "C"), ("C", "A"), ("B", "A"))
 PENDING_READING = pending_reading(HIGH_RISK_MIN_REPEATS)
@@ -69,41 +72,53 @@ PENDING_READING = pending_reading(HIGH_RISK_MIN_REPEATS)
 # ---------------------------------------------------------------- public entry points
 
 
-def aggregate_sweep(sweep_id: str) -> SweepSummary:
+def store_summary(sweep_id: str) -> ComputedSummary:
     """Compute the summary and store it in the sweep's one Aggregate row, overwritten on re-run.
 
     The Aggregate row is the completion claim (workers.cells.completion): whoever finishes the sweep
-    claims it first, then calls this. Without the row the summary is returned and not stored.
+    claims it first, then calls this. Without the row the summary is computed and not stored.
+    The per-fixture rows go to the column as JSON without ever being models (summary.FixtureRows).
     """
+    return_freed_memory()  # what the sweep's cells freed goes back first: the summary is a big run's last burst
     with session_scope() as session:
-        summary = _compute(session, _sweep(session, sweep_id), interim=None)
-        # Serialised by pydantic straight to JSON text (no dict of every row on the way).
+        computed = _compute(session, _sweep(session, sweep_id), interim=None)
         session.execute(update(Aggregate).where(col(Aggregate.sweep_id) == sweep_id)
-                        .values(summary=JsonText(summary.model_dump_json()), finished_at=utcnow()))
-    return summary
+                        .values(summary=JsonText(computed.head_json()),
+                                fixture_rows=JsonText(computed.fixture_rows.json()), finished_at=utcnow()))
+    return computed
+
+
+def aggregate_sweep(sweep_id: str) -> SweepSummary:
+    """store_summary, and the whole summary back (the report's and the `aggregate` command's)."""
+    return store_summary(sweep_id).whole()
 
 
 def snapshot(sweep_id: str, interim: bool | None = True) -> SweepSummary:
     """The same computation, not stored; labelled interim (for a running sweep). interim=None labels it
     from the sweep itself (interim unless every cell is done and the sweep is complete)."""
     with session_scope() as session:
-        return _compute(session, _sweep(session, sweep_id), interim=interim)
+        return _compute(session, _sweep(session, sweep_id), interim=interim).whole()
 
 
 def stored_summary(sweep_id: str, contract: type[Stored] = SweepSummary) -> Stored | None:  # type: ignore[assignment]
     """The stored summary (read as `contract`: the whole SweepSummary, or a part such as RunSummary);
     None when none is stored yet, or when the stored JSON does not fit this version's contract (an older
     afpbench wrote it): callers then compute it afresh."""
+    # As text, validated by pydantic from the JSON itself. The per-fixture rows are stored apart and
+    # read only for a contract that has them: a part (RunSummary) never parses them.
+    columns = [sql_cast(col(Aggregate.summary), Text)]
+    if "by_fixture_condition" in contract.model_fields:
+        columns.append(sql_cast(col(Aggregate.fixture_rows), Text))
     with session_scope() as session:
-        # As text, validated by pydantic from the JSON itself: a part (RunSummary) skips the rest of a
-        # 10,000-fixture summary without building it.
-        stored = session.execute(select(sql_cast(col(Aggregate.summary), Text))
-                                 .where(col(Aggregate.sweep_id) == sweep_id)).scalar_one_or_none()
-    if stored is None or stored == "null":
+        stored = session.execute(select(*columns).where(col(Aggregate.sweep_id) == sweep_id)).first()
+    if stored is None or stored[0] is None or stored[0] == "null":
         return None
+    head, *rows = stored
     try:
-        return contract.model_validate_json(stored)
-    except ValueError:  # pydantic.ValidationError
+        if rows and rows[0] not in (None, "null"):  # SQL NULL or JSON null: no rows stored apart
+            return contract.model_validate_json(joined(head, rows[0]))
+        return contract.model_validate_json(head)  # a part, or a summary stored before 0005 (rows inside)
+    except ValueError:  # pydantic.ValidationError, or a head that is no JSON object
         return None
 
 
@@ -124,7 +139,7 @@ def _sweep(session: Session, sweep_id: str) -> Sweep:
 # ---------------------------------------------------------------- the summary
 
 
-def _compute(session: Session, sweep: Sweep, interim: bool | None) -> SweepSummary:
+def _compute(session: Session, sweep: Sweep, interim: bool | None) -> ComputedSummary:
     spec = parse_spec(sweep.spec, f"sweep {sweep.id} spec")
     models = {m.model_hash: m for m in spec.models}
     states = _state_rows(session, sweep.id)
@@ -145,7 +160,7 @@ def _compute(session: Session, sweep: Sweep, interim: bool | None) -> SweepSumma
     by_condition = group_blocks(states, lambda r: (r.condition,))
     by_model_condition = group_blocks(states, lambda r: (labels[r.model_hash], r.model_hash, r.condition))
     by_fixture_condition = group_blocks(states, lambda r: (r.fixture_id, r.fixture_version, r.condition))
-    return SweepSummary(
+    head = SweepSummary(
         sweep_id=sweep.id,
         name=sweep.name,
         status=sweep.status,
@@ -167,9 +182,7 @@ def _compute(session: Session, sweep: Sweep, interim: bool | None) -> SweepSumma
         by_condition=[labelled(ConditionRow, b, condition=c) for (c,), b in by_condition.items()],
         by_model_condition=[labelled(ModelConditionRow, b, model_hash=h, model=labels[h], condition=c)
                             for (_, h, c), b in by_model_condition.items()],
-        by_fixture_condition=[labelled(FixtureConditionRow, b, fixture_id=f, fixture_version=v, condition=c,
-                                       high_risk=(f, v) in high_risk_keys)
-                              for (f, v, c), b in by_fixture_condition.items()],
+        by_fixture_condition=[],  # apart, below
         dimensions=dims,
         fatal_by_criterion=fatal,
         output_tokens=tokens,
@@ -182,6 +195,7 @@ def _compute(session: Session, sweep: Sweep, interim: bool | None) -> SweepSumma
         no_scored_cell=why_unscored(session, sweep.id) if _nothing_scored(states) else None,
         written_tool_calls=written_tool_call_cells(session, sweep.id),
     )
+    return ComputedSummary(head, FixtureRows(by_fixture_condition, frozenset(high_risk_keys)))
 
 
 def _nothing_scored(states: list[StateRow]) -> bool:
@@ -193,11 +207,16 @@ def _state_rows(session: Session, sweep_id: str) -> list[StateRow]:
     """Cells counted by model, condition, fixture, phase and state."""
     cols = (col(Cell.model_hash), col(Cell.condition), col(Cell.fixture_id), col(Cell.fixture_version),
             col(Cell.high_risk), col(Cell.phase), col(Cell.state))
-    q = select(*cols, func.count().label("cells")).where(col(Cell.sweep_id) == sweep_id).group_by(*cols)
-    return [StateRow(model_hash=r.model_hash, condition=r.condition, fixture_id=r.fixture_id,
-                     fixture_version=r.fixture_version, high_risk=bool(r.high_risk), done=r.phase == Phase.done,
-                     state=r.state, cells=r.cells)
-            for r in session.execute(q).all()]
+    q = (select(*cols, func.count().label("cells")).where(col(Cell.sweep_id) == sweep_id).group_by(*cols)
+         .execution_options(yield_per=1000))
+    # Streamed, with the values that repeat on every row (model hash, version, state) held once: at
+    # 10,000 fixtures the rows and their copies of each were ~6 MB at a big run's end.
+    same: dict[Any, Any] = {}
+    return [StateRow(model_hash=same.setdefault(r.model_hash, r.model_hash), condition=r.condition,
+                     fixture_id=r.fixture_id, fixture_version=same.setdefault(r.fixture_version, r.fixture_version),
+                     high_risk=bool(r.high_risk), done=r.phase == Phase.done,
+                     state=same.setdefault(r.state, r.state), cells=r.cells)
+            for r in session.execute(q)]
 
 
 # ---------------------------------------------------------------- scores, fatal criteria, tokens, cost

@@ -1,5 +1,6 @@
-"""The sweep summary's typed contract: what aggregation computes, the Aggregate row stores (as
-`summary.model_dump(mode="json")`), and the report, the bundle and the HTTP API read.
+"""The sweep summary's typed contract: what aggregation computes, the Aggregate row stores (its JSON, the
+per-fixture rows in a column of their own: ComputedSummary, FixtureRows), and the report, the bundle and
+the HTTP API read.
 
 The rate, score, token and comparison shapes are pure and live in scoring/rates.py and
 scoring/measures.py; this module adds the labels (model, condition, fixture) and the sweep's own facts
@@ -8,9 +9,13 @@ around them.
 
 from __future__ import annotations
 
+import io
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Annotated, Literal, TypeVar
 
 from pydantic import ConfigDict, Field, JsonValue
+from pydantic_core import to_json
 
 from afpbench.scoring.balance import ExclusionBalance
 from afpbench.scoring.measures import Dimensions, FatalByCriterion, OutputTokens, TokenCounts
@@ -40,6 +45,38 @@ class FixtureConditionRow(RateBlock):
     fixture_version: str
     condition: str
     high_risk: bool
+
+
+@dataclass(frozen=True)
+class FixtureRows:
+    """A summary's per-fixture rows held as their labels and the rate blocks they share
+    (scoring.rates.group_blocks: 10,000 fixtures have a handful of distinct counts). As models the rows
+    were ~1.3 KB each, 13 MB at 10,000 fixtures and the peak of a big run's end; the stored JSON is
+    written from the shared blocks, and the models are built only for a reader that asks for them."""
+
+    blocks: Mapping[tuple[str, str, str], RateBlock]  # (fixture_id, fixture_version, condition) -> block
+    high_risk: frozenset[tuple[str, str]]  # (fixture_id, fixture_version)
+
+    def _labels(self, key: tuple[str, str, str]) -> dict[str, str | bool]:
+        fixture_id, version, condition = key
+        return {"fixture_id": fixture_id, "fixture_version": version, "condition": condition,
+                "high_risk": (fixture_id, version) in self.high_risk}
+
+    def models(self) -> list[FixtureConditionRow]:
+        return [labelled(FixtureConditionRow, block, **self._labels(key)) for key, block in self.blocks.items()]
+
+    def json(self) -> str:
+        """Exactly the JSON pydantic writes for `models()`: a row's fields are its block's, then its labels."""
+        heads: dict[int, str] = {}  # by id: a shared block is one object, its JSON made once
+        out = io.StringIO()
+        out.write("[")
+        for i, (key, block) in enumerate(self.blocks.items()):
+            head = heads.get(id(block))
+            if head is None:
+                head = heads[id(block)] = block.model_dump_json()[:-1]
+            out.write(f"{',' if i else ''}{head},{to_json(self._labels(key)).decode()[1:]}")
+        out.write("]")
+        return out.getvalue()
 
 
 class ModelEntry(Contract):
@@ -180,3 +217,26 @@ class RunSummary(Contract):
     by_model_condition: list[ModelConditionRow]
     comparisons: list[Comparison]
     no_scored_cell: str | None = None
+
+
+@dataclass(frozen=True)
+class ComputedSummary:
+    """A summary as aggregation computes it: everything but the per-fixture rows, and those rows apart."""
+
+    head: SweepSummary  # by_fixture_condition empty
+    fixture_rows: FixtureRows
+
+    def whole(self) -> SweepSummary:
+        return self.head.model_copy(update={"by_fixture_condition": self.fixture_rows.models()})
+
+    def head_json(self) -> str:
+        """The summary's JSON without its by_fixture_condition (stored apart: FixtureRows.json)."""
+        return self.head.model_dump_json(exclude={"by_fixture_condition"})
+
+
+def joined(head: str, fixture_rows: str) -> str:
+    """The whole summary's JSON from the two stored parts (ComputedSummary.head_json, FixtureRows.json)."""
+    head = head.strip()
+    if not head.endswith("}") or head[:-1].strip() in ("{", ""):
+        raise ValueError("a stored summary head is not a JSON object with fields")
+    return f'{head[:-1]},"by_fixture_condition":{fixture_rows}}}'

@@ -229,6 +229,10 @@ class Aggregate(SQLModel, table=True):
     claimed_at: datetime = Field(default_factory=utcnow)
     finished_at: datetime | None = None
     summary: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+    # The summary's by_fixture_condition, apart (it grows with the sweep; most readers want the rest):
+    # aggregation.stored_summary joins them back. NULL for summaries stored before migration 0005,
+    # which hold their rows inside.
+    fixture_rows: list[Any] | None = Field(default=None, sa_column=Column(JSON))
 
 
 def table_of(model: type[SQLModel]) -> Table:
