@@ -16,7 +16,10 @@ from afpbench.workers.store.db import for_reads, insert_in_chunks
 from afpbench.workers.store.models import SweepFixture, table_of
 from afpbench.workers.sweeps.fixture_map import FilesByPosition, from_form
 
-_CHUNK = 1000  # rows per executemany: a chunk of texts (~7 MB at most) is all that is held at once
+# Rows per executemany: a chunk of texts and their parsed forms (~15 KB a row for a pilot-sized fixture,
+# so ~1.5 MB) is all that is held at once. 1,000 rows held ~15 MB, twice over while the next was built:
+# the peak of a 10,000-fixture run.
+_CHUNK = 100
 _table = table_of(SweepFixture)
 
 
