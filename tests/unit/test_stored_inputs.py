@@ -174,6 +174,23 @@ def test_remember_seeds_the_workers_cache_with_the_coordinators_fixtures(sqlite_
     assert [f.name for f in cached.fixture_files] == ["P01.yaml", "P08.yaml"], "the texts come from the rows"
 
 
+def test_a_workers_validity_reports_are_the_stored_ones_with_equal_reports_held_once(created):
+    """The gate's reports (read by scoring: the validity gate's verdict of each fixture) come back equal to
+    the stored ones; a sweep of passing fixtures holds one report object, not one per fixture."""
+    sweep_id, _ = created
+    inputs_module._validity_cache.pop(sweep_id, None)
+    with session_scope() as session:
+        stored = session.execute(select(Sweep.validity).where(Sweep.id == sweep_id)).scalar_one()
+        reports = inputs_module.validity_for(session, sweep_id)
+    assert reports == stored and list(reports) == PILOT_IDS
+    passing = [r for r in reports.values() if r == {"passed": True, "failures": []}]
+    assert len(passing) >= 2 and len({id(r) for r in passing}) == 1
+    failing = {"passed": False, "failures": ["a failure"]}
+    other = inputs_module._shared_reports({"P01": failing, "P02": {"passed": False, "failures": ["another"]}})
+    assert other == {"P01": failing, "P02": {"passed": False, "failures": ["another"]}}
+    assert other["P01"] is not other["P02"]
+
+
 def test_a_created_sweep_stores_each_text_as_a_row_and_a_worker_reads_only_what_a_cell_needs(created):
     sweep_id, inputs = created
     pilot = list(read_fixture_files(None))

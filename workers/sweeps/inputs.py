@@ -224,6 +224,15 @@ def inputs_for(session, sweep_id: str) -> SweepInputs:
 _validity_cache: dict[str, dict] = {}
 
 
+def _shared_reports(validity: dict) -> dict:
+    """The reports by fixture id, equal reports one object: a sweep's fixtures mostly pass with the same
+    report, and 10,000 equal dicts held for the run were ~3 MB. Read only (the cache is immutable)."""
+    if not isinstance(validity, dict):
+        return validity
+    seen: dict[str, Any] = {}
+    return {fixture_id: seen.setdefault(repr(report), report) for fixture_id, report in validity.items()}
+
+
 def remember(sweep_id: str, stored_spec: dict[str, Any], inputs: SweepInputs, validity: dict) -> None:
     """Seed this process's caches with what the coordinator just stored in the configured database (the
     embedded mode's workers share its process). The coordinator's parsed
@@ -235,7 +244,7 @@ def remember(sweep_id: str, stored_spec: dict[str, Any], inputs: SweepInputs, va
                         inputs.instructions, inputs.judge_prompt, inputs.offers_tools)
     with _cache_lock:
         _cache[sweep_id] = built
-        _validity_cache[sweep_id] = validity
+        _validity_cache[sweep_id] = _shared_reports(validity)
 
 
 def validity_for(session, sweep_id: str) -> dict:
@@ -244,7 +253,7 @@ def validity_for(session, sweep_id: str) -> dict:
         hit = _validity_cache.get(sweep_id)
     if hit is not None:
         return hit
-    validity = session.execute(select(Sweep.validity).where(Sweep.id == sweep_id)).scalar_one()
+    validity = _shared_reports(session.execute(select(Sweep.validity).where(Sweep.id == sweep_id)).scalar_one())
     with _cache_lock:
         _validity_cache[sweep_id] = validity
     return validity
