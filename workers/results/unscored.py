@@ -33,11 +33,15 @@ def why_unscored(session: Session, sweep_id: str) -> str | None:
                 .execution_options(yield_per=1000))
     states: Counter[str | None] = Counter()  # never None: the query asks for a state
     causes: Counter[str] = Counter()
-    for state, reason in session.exec(finished):
-        if state in _SCORED:
-            return None
-        states[state] += 1
-        causes[f"{state}: {cause(reason)}"] += 1
+    rows = session.exec(finished)
+    try:
+        for state, reason in rows:
+            if state in _SCORED:
+                return None
+            states[state] += 1
+            causes[f"{state}: {cause(reason)}"] += 1
+    finally:
+        rows.close()  # a return midway leaves no open cursor behind
     if not states:
         return None
     named = [f"{c} x{n}" for c, n in sorted(causes.items(), key=lambda kv: (-kv[1], kv[0]))[:_MAX_CAUSES]]
