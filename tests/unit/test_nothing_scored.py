@@ -9,6 +9,7 @@ from rich.console import Console
 from afpbench.api.display import summary_json, summary_table
 from afpbench.api.report import render_report
 from afpbench.workers.results.aggregation import snapshot
+from afpbench.workers.results.unscored import why_unscored
 from afpbench.workers.store.db import session_scope
 from afpbench.workers.sweeps.progress import progress
 from afpbench.workers.sweeps.spec import parse_spec
@@ -59,3 +60,18 @@ def test_one_scored_cell_keeps_the_report_as_it_was(sqlite_url, settings_env):
     summary = snapshot("one", interim=False)
     assert summary.no_scored_cell is None
     assert "No cell was scored" not in render_report(summary, "md")
+
+
+def test_the_reasons_are_read_only_while_no_scored_cell_is_met(sqlite_url, settings_env):
+    """why_unscored streams the finished cells: a scored one among them ends the reading with None, and
+    the session goes on to write in the same transaction (the aggregation stores its row after it)."""
+    settings_env(AFP_DATABASE_URL=sqlite_url)
+    _sweep("late", scored=True)
+    with session_scope() as s:
+        assert why_unscored(s, "late") is None
+        cells = CellMaker(s, make_sweep(s, "after"), 0)
+        cells.add("A", "P01", "GRADER_DISPUTE", reason=DISAGREE)
+        s.flush()
+        assert why_unscored(s, "after") == ("no cell was scored: all 1 finished cells are outside the pass-rate "
+                                            "denominator (1 GRADER_DISPUTE); why: GRADER_DISPUTE: judges disagree "
+                                            "on fatal criterion F2 x1")
