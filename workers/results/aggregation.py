@@ -39,6 +39,7 @@ from afpbench.workers.errors import SweepNotFound
 from afpbench.workers.memory import return_freed_memory
 from afpbench.workers.results.decisions import human_decisions
 from afpbench.workers.results.summary import (
+    FIXTURE_ROWS,
     Comparison,
     ComparisonHead,
     ComputedSummary,
@@ -107,7 +108,7 @@ def stored_summary(sweep_id: str, contract: type[Stored] = SweepSummary) -> Stor
     # As text, validated by pydantic from the JSON itself. The per-fixture rows are stored apart and
     # read only for a contract that has them: a part (RunSummary) never parses them.
     columns = [sql_cast(col(Aggregate.summary), Text)]
-    if "by_fixture_condition" in contract.model_fields:
+    if FIXTURE_ROWS in contract.model_fields:
         columns.append(sql_cast(col(Aggregate.fixture_rows), Text))
     with session_scope() as session:
         stored = session.execute(select(*columns).where(col(Aggregate.sweep_id) == sweep_id)).first()

@@ -219,6 +219,10 @@ class RunSummary(Contract):
     no_scored_cell: str | None = None
 
 
+# The SweepSummary field stored apart, in aggregate.fixture_rows: named once for the writer and the readers.
+FIXTURE_ROWS = "by_fixture_condition"
+
+
 @dataclass(frozen=True)
 class ComputedSummary:
     """A summary as aggregation computes it: everything but the per-fixture rows, and those rows apart."""
@@ -227,11 +231,11 @@ class ComputedSummary:
     fixture_rows: FixtureRows
 
     def whole(self) -> SweepSummary:
-        return self.head.model_copy(update={"by_fixture_condition": self.fixture_rows.models()})
+        return self.head.model_copy(update={FIXTURE_ROWS: self.fixture_rows.models()})
 
     def head_json(self) -> str:
         """The summary's JSON without its by_fixture_condition (stored apart: FixtureRows.json)."""
-        return self.head.model_dump_json(exclude={"by_fixture_condition"})
+        return self.head.model_dump_json(exclude={FIXTURE_ROWS})
 
 
 def joined(head: str, fixture_rows: str) -> str:
@@ -239,4 +243,4 @@ def joined(head: str, fixture_rows: str) -> str:
     head = head.strip()
     if not head.endswith("}") or head[:-1].strip() in ("{", ""):
         raise ValueError("a stored summary head is not a JSON object with fields")
-    return f'{head[:-1]},"by_fixture_condition":{fixture_rows}}}'
+    return f'{head[:-1]},"{FIXTURE_ROWS}":{fixture_rows}}}'
