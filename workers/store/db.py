@@ -32,14 +32,23 @@ _pool_size = 10
 _writer_file: str | None = None  # see share_sqlite_writer
 
 
-class JsonText(str):
+class JsonText:
     """A value already serialised as JSON (pydantic's model_dump_json), for a JSON column: stored as the
-    text it is. A 10,000-fixture summary went through ~15 MB of dicts on its way to json.dumps."""
+    text it is. A 10,000-fixture summary went through ~15 MB of dicts on its way to json.dumps.
+
+    It holds the text, not a copy: as a subclass of str it copied the text when made and again when the
+    serialiser took str() of it, and a 10,000-fixture sweep's rows are a 2.8 MB text written while SQLite
+    holds two copies of its own (docs/PERFORMANCE.md, "Issue 14, session 14")."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
 
 
 def _to_json(value: object) -> str:
     """Every engine's JSON serialiser: a JsonText as it is, anything else as SQLAlchemy's default would."""
-    return str(value) if isinstance(value, JsonText) else json.dumps(value)
+    return value.text if isinstance(value, JsonText) else json.dumps(value)
 
 
 def for_worker_process(threads: int = 10) -> None:
