@@ -1,10 +1,10 @@
 """Release cells to the queues: pending -> queued, one message per cell carrying only its id.
 
 Release is windowed per model at the rate its pool allows (about ten seconds of work, plus the burst
-and the in-flight cap), so queues stay short, a retry's countdown never nears the visibility timeout,
-and a big sweep does not flood the broker. The CLI's wait loop, each finished execution and the
-reconciler top the window up. The pending -> queued update is conditional, so two releasers racing
-never send the same cell twice.
+and the in-flight cap; the models without a declared rate share one window), so queues stay short, a
+retry's countdown never nears the visibility timeout, and a big sweep does not flood the broker. The
+CLI's wait loop, each finished execution and the reconciler top the window up. The pending -> queued
+update is conditional, so two releasers racing never send the same cell twice.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import time
 
 import sqlalchemy
 from sqlalchemy import func, update
-from sqlmodel import col, select
+from sqlmodel import Session, col, select
 
 from afpbench.workers.celery_app import EXECUTE, SCORE, publish
 from afpbench.workers.cells.time_limits import scoring_limits, sweep_execution_limits
@@ -26,14 +26,19 @@ from afpbench.workers.store.models import Cell, Phase, Sweep, SweepStatus, utcno
 from afpbench.workers.sweeps.inputs import inputs_for
 from afpbench.workers.sweeps.spec import ModelSpec
 
-DEFAULT_WINDOW = 1000  # models without a declared request rate
+DEFAULT_WINDOW = 1000  # shared by a sweep's models without a declared request rate
 WINDOW_SECONDS = 10.0
 
 
-def window_for(model: ModelSpec) -> int:
+def window_for(model: ModelSpec, unpaced_models: int = 1) -> int:
+    """How many of the model's cells may be queued or executing at once: about WINDOW_SECONDS of work at
+    its declared rate, plus its burst and in-flight cap. The models without a declared rate share
+    DEFAULT_WINDOW: a window each let a sweep of 100 such models queue all its 100,000 cells at once, and
+    the embedded mode holds every queued message in its own memory (docs/PERFORMANCE.md, "Issue 14,
+    session 14")."""
     limits = model.limits
     if not limits.requests_per_min:
-        return DEFAULT_WINDOW
+        return math.ceil(DEFAULT_WINDOW / max(1, unpaced_models))
     paced = math.ceil(limits.requests_per_min / 60.0 * WINDOW_SECONDS)
     return max(1, paced + limits.burst + (limits.max_in_flight or 0))
 
@@ -65,10 +70,11 @@ def _send(cells: list[tuple[int, str, str, dict[str, int]]]) -> None:
 
 
 def release(sweep_id: str) -> int:
-    """Queue pending cells up to each model's window; returns how many were sent. One transaction per
-    model, its messages sent after its commit: what a release holds in memory is one window, not the
-    sweep (a first release of 100,000 cells over 100 models). Each message carries its model's task time
-    limits (derived from its timeout_s and tool rounds, workers/cells/time_limits.py)."""
+    """Queue pending cells up to each model's window; returns how many were sent. One transaction for
+    the models with room, the messages sent after its commit: what a release holds in memory is the
+    windows' free room (bounded: the unpaced models share one window). One transaction a model cost a
+    sweep of 100 models a hundred write transactions at every top-up. Each message carries its model's
+    task time limits (derived from its timeout_s and tool rounds, workers/cells/time_limits.py)."""
     settings = get_settings()
     with session_scope() as session:
         status = session.exec(select(Sweep.status).where(Sweep.id == sweep_id)).first()
@@ -82,37 +88,40 @@ def release(sweep_id: str) -> int:
             ).all()
         )
         inputs = inputs_for(session, sweep_id)
-        rooms = [(model, window_for(model) - busy.get(model.model_hash, 0),
+        unpaced = sum(1 for model in inputs.spec.models if not model.limits.requests_per_min)
+        rooms = [(model, window_for(model, unpaced) - busy.get(model.model_hash, 0),
                   sweep_execution_limits(inputs, model, settings).options()) for model in inputs.spec.models]
-    sent = 0
-    for model, room, limits in rooms:
-        if room > 0:
-            sent += _release_model(sweep_id, model, room, limits)
-    return sent
-
-
-def _release_model(sweep_id: str, model: ModelSpec, room: int, limits: dict[str, int]) -> int:
+    chosen: list[tuple[int, str, str, dict[str, int]]] = []
     with session_scope() as session:
-        ids = list(
-            session.exec(
-                select(Cell.id)
-                .where(Cell.sweep_id == sweep_id, Cell.model_hash == model.model_hash, Cell.phase == Phase.pending)
-                .order_by(col(Cell.id))
-                .limit(room)
-            )
-        )
-        if not ids:
-            return 0
-        moved = session.execute(
-            update(Cell)
-            .where(col(Cell.id).in_(ids), col(Cell.phase) == Phase.pending)
-            .values(phase=Phase.queued, updated_at=utcnow())
-            .returning(*_LABEL_COLUMNS)
-        ).all()
-        chosen = [(row[0], model.provider, task_label(*row), limits) for row in moved]
+        for model, room, limits in rooms:
+            if room > 0:
+                chosen += _queue_pending(session, sweep_id, model, room, limits)
     # Sent after the commit: a worker that receives the id finds the row queued.
-    _send(chosen)
+    if chosen:
+        _send(chosen)
     return len(chosen)
+
+
+def _queue_pending(session: Session, sweep_id: str, model: ModelSpec, room: int,
+                   limits: dict[str, int]) -> list[tuple[int, str, str, dict[str, int]]]:
+    """Up to `room` of the model's pending cells made queued, lowest ids first; their messages' parts."""
+    ids = list(
+        session.exec(
+            select(Cell.id)
+            .where(Cell.sweep_id == sweep_id, Cell.model_hash == model.model_hash, Cell.phase == Phase.pending)
+            .order_by(col(Cell.id))
+            .limit(room)
+        )
+    )
+    if not ids:
+        return []
+    moved = session.execute(
+        update(Cell)
+        .where(col(Cell.id).in_(ids), col(Cell.phase) == Phase.pending)
+        .values(phase=Phase.queued, updated_at=utcnow())
+        .returning(*_LABEL_COLUMNS)
+    ).all()
+    return [(row[0], model.provider, task_label(*row), limits) for row in moved]
 
 
 _last_top_up: dict[str, float] = {}
