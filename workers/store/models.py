@@ -110,7 +110,8 @@ class Cell(SQLModel, table=True):
             "repeat",
             name="uq_cell_key",
         ),
-        Index("ix_cell_sweep_phase", "sweep_id", "phase"),  # progress counts, releases, completion checks
+        Index("ix_cell_sweep_phase", "sweep_id", "phase"),  # progress counts, completion checks
+        Index("ix_cell_sweep_model_phase", "sweep_id", "model_hash", "phase"),  # a release's pending cells of a model
     )
 
     id: int | None = Field(default=None, primary_key=True)
