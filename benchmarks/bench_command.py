@@ -12,8 +12,8 @@ starts: `off` (no cache, as before it existed), `cold` (an empty cache folder pe
 also fills it) or `warm` (a folder filled by one untimed run beforehand: every later run of the same
 fixture set). Several are interleaved within each round. A checkout without the cache ignores the setting.
 
-    python benchmarks/bench_command.py [--prompts 1000] [--threads 50] [--rounds 3] [--python OTHER]
-                                       [--cache off,cold,warm] [--out DIR]
+    python benchmarks/bench_command.py [--prompts 1000] [--models 1] [--threads 50] [--rounds 3]
+                                       [--python OTHER] [--cache off,cold,warm] [--out DIR]
 """
 
 from __future__ import annotations
@@ -65,6 +65,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--prompts", type=int, default=1000)
     ap.add_argument("--threads", type=int, default=50)
+    ap.add_argument("--models", type=int, default=1,
+                    help="models without a declared rate, each asked every prompt: cells = prompts x models")
     ap.add_argument("--cache", default="off", help="comma-separated: off, cold, warm (default off)")
     add_version_options(ap, rounds=3)
     args = ap.parse_args()
@@ -78,7 +80,7 @@ def main() -> None:
         work = Path(tmp)
         make_fixtures(work / "fixtures", args.prompts)
         with sim_process(log=work / "sim.log") as sim_url:
-            spec = write_spec(work / "spec.yaml", sim_url, work / "fixtures")
+            spec = write_spec(work / "spec.yaml", sim_url, work / "fixtures", models=args.models)
             if "warm" in caches:  # one untimed run per interpreter fills its warm folder
                 for name, python in pythons.items():
                     run_once(python, spec, ready_sqlite(work / f"{name}-prime.db", python), args.threads,
@@ -95,7 +97,7 @@ def main() -> None:
     medians = {f"{name} {cache}": {k: statistics.median(r[k] for r in runs if r["code"] == name and r["cache"] == cache)
                                    for k in ("wall_s", "cpu_s", "span_s", "outside_calls_s", "peak_rss_mb")}
                for name in pythons for cache in caches}
-    emit("command", {"machine_before": before, "prompts": args.prompts, "threads": args.threads,
+    emit("command", {"machine_before": before, "prompts": args.prompts, "models": args.models, "threads": args.threads,
                      "runs": runs, "medians": medians}, args.out)
 
 
