@@ -9,35 +9,25 @@ import json
 import pytest
 
 from afpbench.workers.celery_app import EXECUTE, SCORE, app, publish
+from tests.unit.broker import drain
 
 QUEUE = "exec.sim"
 PER_MESSAGE_HEADERS = {"id", "root_id", "argsrepr", "origin"}
 
 
-def _drain(queue: str) -> list:
-    out = []
-    with app.connection_for_read() as conn:
-        channel = conn.default_channel
-        while (message := channel.basic_get(queue, no_ack=True)) is not None:
-            out.append(message)
-    return out
-
-
 @pytest.fixture(autouse=True)
 def empty_queues():
-    _drain(QUEUE)
-    _drain("score")
+    drain([QUEUE, "score"])
     yield
-    _drain(QUEUE)
-    _drain("score")
+    drain([QUEUE, "score"])
 
 
 def test_replayed_messages_match_send_task():
     app.send_task(EXECUTE, args=[100], queue=QUEUE, argsrepr="(100,) one by one")
-    (reference,) = _drain(QUEUE)
+    (reference,) = drain([QUEUE])
     publish([(EXECUTE, [1], QUEUE, "(1,) s/m/A/F1#r1"), (EXECUTE, [2], QUEUE, "(2,) s/m/A/F2#r1"),
              (EXECUTE, [3], QUEUE), (SCORE, [4], "score", "(4,) s/m/A/F4#r1")])
-    sent = _drain(QUEUE)
+    sent = drain([QUEUE])
     assert [json.loads(m.body)[0] for m in sent] == [[1], [2], [3]]
     ids = [m.headers["id"] for m in sent]
     assert len(set(ids)) == 3
@@ -50,5 +40,5 @@ def test_replayed_messages_match_send_task():
         assert {k: v for k, v in message.headers.items() if k not in PER_MESSAGE_HEADERS} == {
             k: v for k, v in reference.headers.items() if k not in PER_MESSAGE_HEADERS}
         assert json.loads(message.body)[1:] == json.loads(reference.body)[1:]
-    (scored,) = _drain("score")
+    (scored,) = drain(["score"])
     assert scored.headers["task"] == SCORE and json.loads(scored.body)[0] == [4]

@@ -11,13 +11,13 @@ import pytest
 from sqlalchemy import update
 from sqlmodel import col, select
 
-from afpbench.workers.celery_app import QUEUES, app
 from afpbench.workers.cells import dispatch
 from afpbench.workers.cells.dispatch import DEFAULT_WINDOW, release, window_for
 from afpbench.workers.store.db import session_scope
 from afpbench.workers.store.models import Cell, Phase
 from afpbench.workers.sweeps.inputs import load_inputs
 from afpbench.workers.sweeps.spec import parse_spec
+from tests.unit.broker import drain
 from tests.unit.sweep_builder import CellMaker, make_sweep
 
 PACED = {"requests_per_min": 60, "burst": 2}  # 10 s at 1 a second + burst 2 = a window of 12
@@ -27,15 +27,6 @@ def _spec():
     models = [{"provider": "sim", "model": f"sim-{i}", "label": f"sim-{i} (simulated)"} for i in range(4)]
     models.append({"provider": "sim", "model": "sim-paced", "label": "sim-paced (simulated)", "limits": PACED})
     return parse_spec({"name": "windows", "models": models, "judges": []})
-
-
-def _drain() -> int:
-    count = 0
-    with app.connection_for_write() as conn:
-        for queue in QUEUES:
-            while conn.default_channel.basic_get(queue, no_ack=True) is not None:
-                count += 1
-    return count
 
 
 def _queued_by_model() -> Counter[str]:
@@ -48,7 +39,7 @@ def _queued_by_model() -> Counter[str]:
 def sweep(sqlite_url, settings_env, monkeypatch):
     settings_env(AFP_DATABASE_URL=sqlite_url, AFP_BROKER_URL="memory://")
     monkeypatch.setattr(dispatch, "DEFAULT_WINDOW", 8)  # shared by the four unpaced models: 2 each
-    _drain()
+    drain()
     spec = _spec()
     with session_scope() as s:
         row = make_sweep(s, "win1", spec=spec, status="running", inputs=load_inputs(spec).to_json())
@@ -58,19 +49,19 @@ def sweep(sqlite_url, settings_env, monkeypatch):
                 cells.add("A", f"P{n:02d}", None)
         s.execute(update(Cell).values(phase=Phase.pending))  # as a new sweep leaves them
     yield spec
-    _drain()
+    drain()
 
 
 def test_unpaced_models_share_one_window_and_a_paced_model_keeps_its_own(sweep):
     sent = release("win1")
     queued = _queued_by_model()
     assert queued == {**{f"sim-{i} (simulated)": 2 for i in range(4)}, "sim-paced (simulated)": 12}
-    assert sent == 20 == _drain()
+    assert sent == 20 == len(drain())
 
 
 def test_a_finished_cell_makes_room_for_one_more_of_its_model_only(sweep):
     release("win1")
-    _drain()
+    drain()
     with session_scope() as s:
         first = s.exec(select(Cell).where(Cell.model_label == "sim-0 (simulated)", col(Cell.phase) == Phase.queued)
                        .order_by(col(Cell.id))).first()
