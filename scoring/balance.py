@@ -15,13 +15,12 @@ neither row. Pure: counts in, readings out.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable, Mapping
 
 from pydantic import Field
 
 from afpbench.scoring.exact import fisher_exact_two_sided
-from afpbench.scoring.rates import EXCLUDED, SCORED, UNFINISHED, Contract, StateRow
+from afpbench.scoring.rates import EXCLUDED, SCORED, UNFINISHED, Contract
 
 ALPHA = 0.05
 TEST = ("two-sided Fisher exact test on the 2x2 table of excluded vs scored cells under the two "
@@ -64,14 +63,6 @@ class ExclusionBalance(Contract):
     shares: list[ExclusionShare] = Field(description="per model and condition, ordered by model label")
     comparisons: list[BalanceTest]
     flagged: int = Field(description="comparisons flagged")
-
-
-def outcome_counts(rows: Iterable[StateRow]) -> dict[tuple[str, str], dict[str, int]]:
-    """Cells per (model_hash, condition) and outcome (a result state or UNFINISHED)."""
-    counts: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for r in rows:
-        counts[(r.model_hash, r.condition)][r.outcome] += r.cells
-    return {k: dict(v) for k, v in counts.items()}
 
 
 def _share(part: int, whole: int) -> float | None:

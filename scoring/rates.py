@@ -1,7 +1,8 @@
 """Rate arithmetic of a sweep summary: counts in, the protocol's readings out. Pure: no I/O, no SQL.
 
 workers/results/aggregation.py counts in SQL (GROUP BY) and hands the grouped rows here as named
-records (StateRow, PairUnit; ScoredGroup in scoring/measures.py for scores, tokens and cost). The
+records (StateRow, folded into StateCounts as they stream; PairUnit; ScoredGroup in scoring/measures.py
+for scores, tokens and cost). The
 readings follow the protocol:
 - pass rate = MODEL_PASS / (MODEL_PASS + MODEL_FAIL); every other state and every unfinished cell is
   counted beside it (RateBlock.excluded, RateBlock.unfinished), never folded in;
@@ -15,7 +16,7 @@ readings follow the protocol:
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
@@ -29,7 +30,7 @@ SCORED = (PASS, FAIL)
 EXCLUDED: tuple[str, ...] = tuple(s.value for s in ResultState if s.value not in SCORED)
 UNFINISHED = "UNFINISHED"
 LACKING_SHOWN = 50  # high-risk groups listed by name (all are counted)
-Key = TypeVar("Key", bound=tuple[str, ...])
+Key = TypeVar("Key", bound=str | tuple[str, ...])
 
 
 class Contract(BaseModel):
@@ -76,14 +77,6 @@ class RateBlock(Contract):
     cells: int
 
 
-def tally(rows: Iterable[StateRow]) -> dict[str, int]:
-    """Cells per outcome (a result state or UNFINISHED)."""
-    counts: dict[str, int] = defaultdict(int)
-    for row in rows:
-        counts[row.outcome] += row.cells
-    return dict(counts)
-
-
 def rate_block(counts: Mapping[str, int]) -> RateBlock:
     p, f = counts.get(PASS, 0), counts.get(FAIL, 0)
     n = p + f
@@ -100,22 +93,86 @@ def rate_block(counts: Mapping[str, int]) -> RateBlock:
     )
 
 
-def group_blocks(rows: Iterable[StateRow], key: Callable[[StateRow], Key]) -> dict[Key, RateBlock]:
-    """One rate block per key, in key order. Groups with the same counts share one block: a sweep's
+def rate_blocks(groups: Mapping[Key, Mapping[str, int]]) -> dict[Key, RateBlock]:
+    """One rate block per group, in key order. Groups with the same counts share one block: a sweep's
     10,000 fixtures have a handful of distinct counts, and a block (its exact interval computed) is ~1 KB."""
-    groups: dict[Key, list[StateRow]] = defaultdict(list)
-    for row in rows:
-        groups[key(row)].append(row)
     blocks: dict[tuple[tuple[str, int], ...], RateBlock] = {}
     by_key: dict[Key, RateBlock] = {}
-    for k in sorted(groups):
-        counts = tally(groups.pop(k))
+    for key, counts in sorted(groups.items()):
         same = tuple(sorted(counts.items()))
-        block = blocks.get(same)
-        if block is None:
-            block = blocks[same] = rate_block(counts)
-        by_key[k] = block
+        if same not in blocks:
+            blocks[same] = rate_block(counts)
+        by_key[key] = blocks[same]
     return by_key
+
+
+class StateCounts:
+    """A sweep's state rows counted into every grouping the summary reports, as they stream by: the whole
+    sweep, each condition, each (model_hash, condition), each (fixture_id, fixture_version, condition),
+    and the finished repeats of each (model_hash, fixture_id, fixture_version, condition) of a high-risk
+    fixture. The rows are never held: a 100,000-cell sweep over 100 models has 100,000 of them (12 MB at
+    the end of its run). Each grouping maps its key to cells per outcome.
+
+    Rows in (fixture_id, fixture_version, condition) order keep one fixture group open at a time; a closed
+    group's counts are shared with every earlier group that had the same ones (a sweep's fixtures have a
+    handful of distinct counts). Rows in another order give the same counts, held less compactly."""
+
+    def __init__(self) -> None:
+        self.total: dict[str, int] = defaultdict(int)
+        self.by_condition: dict[str, dict[str, int]] = {}
+        self.by_model_condition: dict[tuple[str, str], dict[str, int]] = {}
+        self.by_fixture_condition: dict[tuple[str, str, str], Mapping[str, int]] = {}
+        self.high_risk_finished: dict[tuple[str, str, str, str], int] = defaultdict(int)
+        self._shared: dict[tuple[tuple[str, int], ...], Mapping[str, int]] = {}
+        self._open: tuple[tuple[str, str, str], dict[str, int]] | None = None
+
+    @classmethod
+    def of(cls, rows: Iterable[StateRow]) -> StateCounts:
+        counts = cls()
+        for row in rows:
+            counts._add(row)
+        counts._close()
+        return counts
+
+    def _add(self, row: StateRow) -> None:
+        outcome, cells = row.outcome, row.cells
+        self.total[outcome] += cells
+        _plus(self.by_condition.setdefault(row.condition, {}), outcome, cells)
+        _plus(self.by_model_condition.setdefault((row.model_hash, row.condition), {}), outcome, cells)
+        key = (row.fixture_id, row.fixture_version, row.condition)
+        if self._open is None or self._open[0] != key:
+            self._close()
+            self._open = (key, {})
+        _plus(self._open[1], outcome, cells)
+        if row.high_risk:  # any terminal state is a finished repeat; a queued one is not
+            finished = (row.model_hash, row.fixture_id, row.fixture_version, row.condition)
+            self.high_risk_finished[finished] += cells if outcome != UNFINISHED else 0
+
+    def _close(self) -> None:
+        if self._open is None:
+            return
+        key, counts = self._open
+        self._open = None
+        for outcome, cells in self.by_fixture_condition.get(key, {}).items():  # the key came before: rows out of order
+            _plus(counts, outcome, cells)
+        self.by_fixture_condition[key] = self._shared.setdefault(tuple(sorted(counts.items())), counts)
+
+    @property
+    def cells(self) -> int:
+        return sum(self.total.values())
+
+    @property
+    def conditions(self) -> list[str]:
+        return sorted(self.by_condition)
+
+    @property
+    def high_risk_fixtures(self) -> set[tuple[str, str]]:
+        """(fixture_id, fixture_version) of every high-risk fixture in the sweep."""
+        return {(f, v) for (_, f, v, _) in self.high_risk_finished}
+
+
+def _plus(counts: dict[str, int], outcome: str, cells: int) -> None:
+    counts[outcome] = counts.get(outcome, 0) + cells
 
 
 # ---------------------------------------------------------------- high-risk readiness
@@ -136,18 +193,9 @@ class HighRiskReadiness(Contract):
     lacking: list[LackingGroup] = Field(description=f"the first {LACKING_SHOWN} groups that lack repeats")
 
 
-def high_risk_fixtures(rows: Iterable[StateRow]) -> set[tuple[str, str]]:
-    """(fixture_id, fixture_version) of every high-risk fixture in the sweep."""
-    return {(r.fixture_id, r.fixture_version) for r in rows if r.high_risk}
-
-
-def high_risk_readiness(rows: Iterable[StateRow], labels: Mapping[str, str], required: int) -> HighRiskReadiness:
+def high_risk_readiness(counts: StateCounts, labels: Mapping[str, str], required: int) -> HighRiskReadiness:
     """Finished (terminal) repeats per model x high-risk fixture x condition against the minimum."""
-    finished: dict[tuple[str, str, str, str], int] = defaultdict(int)
-    for r in rows:
-        if r.high_risk:
-            finished[(r.model_hash, r.fixture_id, r.fixture_version, r.condition)] += (
-                r.cells if r.outcome != UNFINISHED else 0)
+    finished = counts.high_risk_finished
     lacking = [LackingGroup(model=labels[h], fixture=f"{f}@{v}", condition=c, finished_repeats=n)
                for (h, f, v, c), n in sorted(finished.items()) if n < required]
     return HighRiskReadiness(

@@ -6,6 +6,8 @@ Each test names the protocol rule it checks (reference/protocol.yaml; PROVENANCE
 from __future__ import annotations
 
 import ast
+import random
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -20,14 +22,14 @@ from afpbench.scoring.rates import (
     PairedTest,
     PairUnit,
     RateBlock,
+    StateCounts,
     StateRow,
     compare,
-    group_blocks,
     high_risk_readiness,
     pair_tables,
     pending_reading,
     rate_block,
-    tally,
+    rate_blocks,
 )
 from afpbench.workers.sweeps.spec import Prices
 
@@ -67,26 +69,68 @@ def test_nothing_scored_has_no_rate_not_zero():
 def test_a_cell_counts_by_its_final_state_only_once_done():
     """Rule: only a finished cell has a result state; a cell still in flight is UNFINISHED, outside the rate."""
     rows = [_row(state=PASS), _row(state=PASS, done=False), _row(state=None, done=False), _row(state=FAIL, cells=2)]
-    assert tally(rows) == {PASS: 1, UNFINISHED: 2, FAIL: 2}
+    assert StateCounts.of(rows).total == {PASS: 1, UNFINISHED: 2, FAIL: 2}
     assert _row(state=FAIL, done=False).outcome == UNFINISHED
 
 
-def test_group_blocks_give_one_rate_per_group_in_key_order():
+def test_rate_blocks_give_one_rate_per_group_in_key_order():
     rows = [_row("C", PASS), _row("A", FAIL), _row("C", FAIL), _row("A", "INVALID_TEST")]
-    blocks = group_blocks(rows, lambda r: (r.condition,))
-    assert list(blocks) == [("A",), ("C",)]
-    assert (blocks[("A",)].n, blocks[("A",)].excluded["INVALID_TEST"]) == (1, 1)
-    assert blocks[("C",)].pass_rate == 0.5
+    blocks = rate_blocks(StateCounts.of(rows).by_condition)
+    assert list(blocks) == ["A", "C"]
+    assert (blocks["A"].n, blocks["A"].excluded["INVALID_TEST"]) == (1, 1)
+    assert blocks["C"].pass_rate == 0.5
 
 
 def test_groups_with_the_same_counts_share_one_block_with_exactly_their_rate():
     """Pass-rate rule per group: each group's block is the rate of its own counts, computed once for all
     groups with those counts (10,000 fixtures hold a handful of distinct counts)."""
-    rows = [_row("A", PASS), _row("B", PASS), _row("C", PASS), _row("C", FAIL), _row("D", PASS), _row("D", FAIL)]
-    blocks = group_blocks(rows, lambda r: (r.condition,))
-    assert blocks[("A",)] is blocks[("B",)] and blocks[("C",)] is blocks[("D",)]
-    assert blocks[("A",)] is not blocks[("C",)]
-    assert blocks[("A",)] == rate_block({PASS: 1}) and blocks[("C",)] == rate_block({PASS: 1, FAIL: 1})
+    rows = [_row("A", PASS), _row("B", PASS), _row("C", PASS), _row("C", FAIL), _row("D", FAIL), _row("D", PASS)]
+    blocks = rate_blocks(StateCounts.of(rows).by_condition)
+    assert blocks["A"] is blocks["B"] and blocks["C"] is blocks["D"]  # D's rows came in the other order
+    assert blocks["A"] is not blocks["C"]
+    assert blocks["A"] == rate_block({PASS: 1}) and blocks["C"] == rate_block({PASS: 1, FAIL: 1})
+
+
+def test_streamed_counts_equal_a_recount_of_the_rows_in_any_order():
+    """Denominator rule per group: each grouping of the summary counts every cell once by its outcome, whatever
+    the order the grouped rows arrive in (the fold never sees them all at once)."""
+    rng = random.Random(7)
+    states = [PASS, FAIL, *EXCLUDED, None]
+    rows = [_row(rng.choice("ABCD"), rng.choice(states), rng.randint(1, 3), done=rng.random() < 0.8,
+                 fixture=rng.choice(["P01", "P05", "P06"]), high_risk=False, model=rng.choice(["m1", "m2"]))
+            for _ in range(300)]
+    rows = [StateRow(r.model_hash, r.condition, r.fixture_id, r.fixture_version, r.fixture_id != "P01", r.done,
+                     r.state, r.cells) for r in rows]
+    rng.shuffle(rows)
+    counts = StateCounts.of(rows)
+
+    def recount(key) -> dict:
+        out: dict = {}
+        for r in rows:
+            out.setdefault(key(r), Counter())[r.outcome] += r.cells
+        return {k: dict(v) for k, v in out.items()}
+
+    assert counts.by_condition == recount(lambda r: r.condition)
+    assert counts.by_model_condition == recount(lambda r: (r.model_hash, r.condition))
+    assert counts.by_fixture_condition == recount(
+        lambda r: (r.fixture_id, r.fixture_version, r.condition))
+    assert counts.total == Counter({o: n for c in recount(lambda r: 0).values() for o, n in c.items()})
+    assert counts.cells == sum(r.cells for r in rows)
+    finished = Counter()
+    for r in rows:
+        if r.high_risk and r.outcome != UNFINISHED:
+            finished[(r.model_hash, r.fixture_id, r.fixture_version, r.condition)] += r.cells
+        elif r.high_risk:
+            finished[(r.model_hash, r.fixture_id, r.fixture_version, r.condition)] += 0
+    assert counts.high_risk_finished == finished and counts.high_risk_fixtures == {("P05", "1"), ("P06", "1")}
+    in_order = StateCounts.of(sorted(rows, key=lambda r: (r.fixture_id, r.fixture_version, r.condition)))
+    assert in_order.by_fixture_condition == counts.by_fixture_condition
+    # In fixture order, fixture groups with the same counts hold one object (what keeps 10,000 fixtures small).
+    alike = StateCounts.of([_row("A", PASS, fixture="Q1", model="m1"), _row("A", FAIL, fixture="Q1", model="m2"),
+                            _row("A", FAIL, fixture="Q2", model="m1"), _row("A", PASS, fixture="Q2", model="m2"),
+                            _row("A", PASS, fixture="Q3", model="m1")]).by_fixture_condition
+    assert alike[("Q1", "1", "A")] is alike[("Q2", "1", "A")] == {PASS: 1, FAIL: 1}
+    assert alike[("Q3", "1", "A")] == {PASS: 1}
 
 
 def test_rate_block_json_keys_are_the_stored_contract():
@@ -136,18 +180,19 @@ def test_comparisons_are_pending_until_every_high_risk_group_has_its_finished_re
     labels = {"m1": "model one"}
     two = [_row("B", PASS, 2, fixture="P05", high_risk=True), _row("C", FAIL, 2, fixture="P05", high_risk=True),
            _row("C", None, 1, done=False, fixture="P05", high_risk=True), _row("C", PASS, 9)]
-    readiness = high_risk_readiness(two, labels, required=3)
+    readiness = high_risk_readiness(StateCounts.of(two), labels, required=3)
     assert readiness.ready is False and readiness.lacking_count == 2
     assert readiness.fixtures == ["P05@1"] and readiness.required_repeats == 3
     assert [(g.condition, g.finished_repeats) for g in readiness.lacking] == [("B", 2), ("C", 2)]
     three = [*two, _row("B", "INFRA_ERROR", 1, fixture="P05", high_risk=True),
              _row("C", PASS, 1, fixture="P05", high_risk=True)]
-    assert high_risk_readiness(three, labels, required=3).ready is True  # any terminal state is a finished repeat
+    # any terminal state is a finished repeat
+    assert high_risk_readiness(StateCounts.of(three), labels, required=3).ready is True
     assert pending_reading(3) == "pending: high-risk fixtures need >=3 repeats per condition"
 
 
 def test_a_sweep_without_high_risk_fixtures_is_ready():
-    readiness = high_risk_readiness([_row("C", PASS)], {"m1": "m"}, required=3)
+    readiness = high_risk_readiness(StateCounts.of([_row("C", PASS)]), {"m1": "m"}, required=3)
     assert readiness.ready is True and readiness.fixtures == [] and readiness.lacking == []
 
 

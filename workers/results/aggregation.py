@@ -1,7 +1,7 @@
 """Aggregate a sweep: the SQL half. GROUP BY queries over cell state, the latest result per cell and
-the scored attempt per cell; the grouped rows become named records (scoring.rates StateRow,
-ScoredGroup, PairUnit) and the pure arithmetic there turns them into the readings. 100k cells
-aggregate in seconds because Python only ever sees grouped rows.
+the scored attempt per cell; the grouped rows become named records (scoring.rates StateRow, folded
+into StateCounts as they stream, ScoredGroup, PairUnit) and the pure arithmetic there turns them into
+the readings. 100k cells aggregate in seconds because Python only ever sees grouped rows.
 
 The result is a typed SweepSummary (workers/results/summary.py); the Aggregate row stores its JSON.
 """
@@ -16,7 +16,7 @@ from sqlalchemy import cast as sql_cast
 from sqlalchemy.orm import QueryableAttribute, aliased, defer
 from sqlmodel import Session, col
 
-from afpbench.scoring.balance import exclusion_balance, outcome_counts
+from afpbench.scoring.balance import exclusion_balance
 from afpbench.scoring.measures import COST_RULE, MEANS, ScoredGroup, Sum, TokenCounts, score_summary, token_cost
 from afpbench.scoring.rates import (
     FAIL,
@@ -25,15 +25,14 @@ from afpbench.scoring.rates import (
     UNFINISHED,
     Contract,
     PairUnit,
+    StateCounts,
     StateRow,
     compare,
-    group_blocks,
-    high_risk_fixtures,
     high_risk_readiness,
     pair_tables,
     pending_reading,
     rate_block,
-    tally,
+    rate_blocks,
 )
 from afpbench.workers.errors import SweepNotFound
 from afpbench.workers.memory import return_freed_memory
@@ -147,24 +146,23 @@ def _sweep(session: Session, sweep_id: str) -> Sweep:
 def _compute(session: Session, sweep: Sweep, interim: bool | None) -> ComputedSummary:
     spec = parse_spec(sweep.spec, f"sweep {sweep.id} spec")
     models = {m.model_hash: m for m in spec.models}
-    states = _state_rows(session, sweep.id)
+    counts = _state_counts(session, sweep.id)
     # Cells carry the display label their model had at creation; the spec gives it without a scan.
-    labels = {h: m.display for h, m in models.items()} | {r.model_hash: r.model_hash for r in states
-                                                          if r.model_hash not in models}
-    unfinished = tally(states).get(UNFINISHED, 0)
+    labels = {h: m.display for h, m in models.items()} | {h: h for h, _ in counts.by_model_condition
+                                                          if h not in models}
+    unfinished = counts.total.get(UNFINISHED, 0)
     complete = unfinished == 0 and sweep.status == SweepStatus.complete
-    conditions = sorted({r.condition for r in states})
-    high_risk = high_risk_readiness(states, labels, HIGH_RISK_MIN_REPEATS)
-    high_risk_keys = high_risk_fixtures(states)
+    conditions = counts.conditions
+    high_risk = high_risk_readiness(counts, labels, HIGH_RISK_MIN_REPEATS)
     simulated_parts: list[Literal["models", "judges"]] = []
     if any(m.simulated for m in spec.models):
         simulated_parts.append("models")
     if any(m.simulated for m in spec.judges):
         simulated_parts.append("judges")
     dims, tokens, fatal = score_summary(_scored_groups(session, sweep.id), labels)
-    by_condition = group_blocks(states, lambda r: (r.condition,))
-    by_model_condition = group_blocks(states, lambda r: (labels[r.model_hash], r.model_hash, r.condition))
-    by_fixture_condition = group_blocks(states, lambda r: (r.fixture_id, r.fixture_version, r.condition))
+    by_condition = rate_blocks(counts.by_condition)
+    by_model_condition = rate_blocks({(labels[h], h, c): n for (h, c), n in counts.by_model_condition.items()})
+    by_fixture_condition = rate_blocks(counts.by_fixture_condition)
     head = SweepSummary(
         sweep_id=sweep.id,
         name=sweep.name,
@@ -181,10 +179,10 @@ def _compute(session: Session, sweep: Sweep, interim: bool | None) -> ComputedSu
         conditions=conditions,
         models=[ModelEntry(model_hash=h, model=labels.get(h) or m.display, provider=m.provider,
                            simulated=m.simulated) for h, m in models.items()],
-        cells=sum(r.cells for r in states),
+        cells=counts.cells,
         unfinished=unfinished,
-        totals=rate_block(tally(states)),
-        by_condition=[labelled(ConditionRow, b, condition=c) for (c,), b in by_condition.items()],
+        totals=rate_block(counts.total),
+        by_condition=[labelled(ConditionRow, b, condition=c) for c, b in by_condition.items()],
         by_model_condition=[labelled(ModelConditionRow, b, model_hash=h, model=labels[h], condition=c)
                             for (_, h, c), b in by_model_condition.items()],
         by_fixture_condition=[],  # apart, below
@@ -194,34 +192,32 @@ def _compute(session: Session, sweep: Sweep, interim: bool | None) -> ComputedSu
         cost=_cost(session, sweep.id, models, labels),
         high_risk=high_risk,
         comparisons=_comparisons(session, sweep.id, conditions, labels, high_risk.ready),
-        exclusion_balance=exclusion_balance(outcome_counts(states), labels, COMPARISONS),
+        exclusion_balance=exclusion_balance(counts.by_model_condition, labels, COMPARISONS),
         human_decisions=human_decisions(session, sweep.id),
         # Read only when the counts show no scored cell: the reasons need a pass over the cells.
-        no_scored_cell=why_unscored(session, sweep.id) if _nothing_scored(states) else None,
+        no_scored_cell=why_unscored(session, sweep.id) if _nothing_scored(counts.total) else None,
         written_tool_calls=written_tool_call_cells(session, sweep.id),
     )
-    return ComputedSummary(head, FixtureRows(by_fixture_condition, frozenset(high_risk_keys)))
+    return ComputedSummary(head, FixtureRows(by_fixture_condition, frozenset(counts.high_risk_fixtures)))
 
 
-def _nothing_scored(states: list[StateRow]) -> bool:
-    counts = tally(states)
-    return counts.get(PASS, 0) + counts.get(FAIL, 0) == 0 and sum(counts.values()) > counts.get(UNFINISHED, 0)
+def _nothing_scored(total: dict[str, int]) -> bool:
+    return total.get(PASS, 0) + total.get(FAIL, 0) == 0 and sum(total.values()) > total.get(UNFINISHED, 0)
 
 
-def _state_rows(session: Session, sweep_id: str) -> list[StateRow]:
-    """Cells counted by model, condition, fixture, phase and state."""
-    cols = (col(Cell.model_hash), col(Cell.condition), col(Cell.fixture_id), col(Cell.fixture_version),
-            col(Cell.high_risk), col(Cell.phase), col(Cell.state))
+def _state_counts(session: Session, sweep_id: str) -> StateCounts:
+    """Cells counted by fixture, condition, model, phase and state, folded into the summary's groupings as
+    the grouped rows stream by (scoring.rates.StateCounts), in fixture order: a row per model and fixture,
+    never held."""
+    fixture_keys = (col(Cell.fixture_id), col(Cell.fixture_version), col(Cell.condition))
+    cols = (*fixture_keys, col(Cell.model_hash), col(Cell.high_risk), col(Cell.phase), col(Cell.state))
     q = (select(*cols, func.count().label("cells")).where(col(Cell.sweep_id) == sweep_id).group_by(*cols)
-         .execution_options(yield_per=1000))
-    # Streamed, with the values that repeat on every row (model hash, version, state) held once: at
-    # 10,000 fixtures the rows and their copies of each were ~6 MB at a big run's end.
-    same: dict[Any, Any] = {}
-    return [StateRow(model_hash=same.setdefault(r.model_hash, r.model_hash), condition=r.condition,
-                     fixture_id=r.fixture_id, fixture_version=same.setdefault(r.fixture_version, r.fixture_version),
-                     high_risk=bool(r.high_risk), done=r.phase == Phase.done,
-                     state=same.setdefault(r.state, r.state), cells=r.cells)
-            for r in session.execute(q)]
+         .order_by(*fixture_keys).execution_options(yield_per=1000))
+    return StateCounts.of(
+        StateRow(model_hash=r.model_hash, condition=r.condition, fixture_id=r.fixture_id,
+                 fixture_version=r.fixture_version, high_risk=bool(r.high_risk), done=r.phase == Phase.done,
+                 state=r.state, cells=r.cells)
+        for r in session.execute(q))
 
 
 # ---------------------------------------------------------------- scores, fatal criteria, tokens, cost
