@@ -44,16 +44,22 @@ from versions import add_version_options, interpreters
 
 def run_once(python: str, spec: Path, db: str, threads: int, cache: str = "off") -> dict:
     load = os.getloadavg()[0]
-    started = time.monotonic()
-    proc = subprocess.Popen([python, "-m", "afpbench.api.cli", "run", str(spec), "--threads", str(threads), "--json"],
-                            cwd=REPO, env=afp_env(db, AFP_CACHE_DIR=cache), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.monotonic() - started
-    out, err = proc.communicate()
-    if os.waitstatus_to_exitcode(status) not in (0, 3):  # 3: cells excluded for configuration (none here)
-        raise RuntimeError(err[-3000:])
-    sweep_id = json.loads(out)["sweep_id"]
+    # Files, not pipes: the summary of a 100-model sweep is larger than a pipe holds, and wait4 (for the
+    # command's own CPU and peak RSS) must not wait on a command blocked writing it.
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        started = time.monotonic()
+        proc = subprocess.Popen([python, "-m", "afpbench.api.cli", "run", str(spec), "--threads", str(threads),
+                                 "--json"], cwd=REPO, env=afp_env(db, AFP_CACHE_DIR=cache), stdout=out, stderr=err,
+                                text=True)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.monotonic() - started
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    if proc.returncode not in (0, 3):  # 3: cells excluded for configuration (none here)
+        raise RuntimeError(stderr[-3000:])
+    sweep_id = json.loads(stdout)["sweep_id"]
     span = sweep_span(db, sweep_id)
     return {"wall_s": round(wall, 2), "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
             "span_s": round(span["span_s"], 2), "outside_calls_s": round(wall - span["span_s"], 2),
