@@ -2,8 +2,7 @@
 
 workers/results/aggregation.py counts in SQL (GROUP BY) and hands the grouped rows here as named
 records (StateRow, folded into StateCounts as they stream; PairUnit; ScoredGroup in scoring/measures.py
-for scores, tokens and cost). The
-readings follow the protocol:
+for scores, tokens and cost). The readings follow the protocol:
 - pass rate = MODEL_PASS / (MODEL_PASS + MODEL_FAIL); every other state and every unfinished cell is
   counted beside it (RateBlock.excluded, RateBlock.unfinished), never folded in;
 - zero failures read "0/n; upper bound x%" with the exact bound 1 - 0.05^(1/n) (3/n shown only for
