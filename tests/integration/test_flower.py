@@ -66,6 +66,15 @@ def test_flower_sees_our_workers_and_execute_tasks(postgres_url, fresh_redis, tm
                 return {n.split("@")[0] for n in answer.json()}
 
             poll(names, lambda seen: {"fl1", "fl2"} <= seen)
+
+            # Task events are off until asked for (workers/celery_app.py); Flower asks every 5 s from its start.
+            # A sweep run before both workers heard it shows its first tasks without names (a CI run on a fast
+            # day: every execute task done before the broadcast). Each worker logs the request it obeyed.
+            def enabled() -> set[str]:
+                return {name for name in ("fl1", "fl2")
+                        if "Events of group {task} enabled by remote" in (tmp_path / f"{name}.log").read_text()}
+
+            poll(enabled, lambda seen: seen == {"fl1", "fl2"})
             run = subprocess.run([sys.executable, "-m", "afpbench.api.cli", "run", str(spec), "--json"], cwd=REPO,
                                  env=env, capture_output=True, text=True, timeout=300)
             assert run.returncode == 0, run.stderr
