@@ -37,6 +37,13 @@ def flower(env: dict[str, str], port: int, log_path: Path) -> Iterator[str]:
         yield served.base
 
 
+def hears_flower(worker_log: Path) -> bool:
+    """The worker obeyed Flower's enable_events broadcast (Celery logs it at INFO). Task events are off until
+    asked for (workers/celery_app.py) and Flower asks every 5 s from its start: a sweep run before that shows
+    its first tasks in Flower without names (on a fast day every execute task finished before it)."""
+    return "Events of group {task} enabled by remote" in worker_log.read_text(errors="replace")
+
+
 def poll(fetch, ok, timeout_s: float = 30.0):
     deadline = time.monotonic() + timeout_s
     while True:
@@ -67,14 +74,8 @@ def test_flower_sees_our_workers_and_execute_tasks(postgres_url, fresh_redis, tm
 
             poll(names, lambda seen: {"fl1", "fl2"} <= seen)
 
-            # Task events are off until asked for (workers/celery_app.py); Flower asks every 5 s from its start.
-            # A sweep run before both workers heard it shows its first tasks without names (a CI run on a fast
-            # day: every execute task done before the broadcast). Each worker logs the request it obeyed.
-            def enabled() -> set[str]:
-                return {name for name in ("fl1", "fl2")
-                        if "Events of group {task} enabled by remote" in (tmp_path / f"{name}.log").read_text()}
-
-            poll(enabled, lambda seen: seen == {"fl1", "fl2"})
+            poll(lambda: {n for n in ("fl1", "fl2") if hears_flower(tmp_path / f"{n}.log")},
+                 lambda seen: seen == {"fl1", "fl2"})
             run = subprocess.run([sys.executable, "-m", "afpbench.api.cli", "run", str(spec), "--json"], cwd=REPO,
                                  env=env, capture_output=True, text=True, timeout=300)
             assert run.returncode == 0, run.stderr

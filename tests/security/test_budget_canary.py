@@ -31,7 +31,7 @@ import requests
 from tests.conftest import PG_ADMIN_URL, REPO, need
 from tests.faults import fault_server as fs
 from tests.faults.harness import http_model
-from tests.integration.test_flower import flower
+from tests.integration.test_flower import flower, hears_flower
 from tests.serving import free_port
 
 KEY_SHAPED = f"sk-canary-{uuid.uuid4()}"
@@ -179,6 +179,7 @@ def canary_run(tmp_path_factory, redis_url):
             auth = ("ops", FLOWER_PASSWORD)
             _wait_for(lambda: requests.get(f"{flower_base}/api/workers", params={"refresh": "1"}, auth=auth,
                                            timeout=20).json(), "flower sees the worker")
+            _wait_for(lambda: hears_flower(tmp / "worker.log"), "the worker sends task events (Flower asked)")
             models = [http_model(route, server.base_url(route), api_key_env=var) for route, (_, var) in ROUTES.items()]
             spec = {"name": "canary utf-16", "models": models, "judges": [], "fixtures": {"only": ["P01"]},
                     "conditions": ["A"]}
