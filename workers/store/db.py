@@ -10,10 +10,11 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from itertools import islice
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Table, event, insert, pool, text
 from sqlalchemy.engine import Connection, Engine, make_url
@@ -140,7 +141,6 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:
 
 
 _WRITE_VERBS = ("INSERT", "UPDATE", "DELETE", "REPLACE")
-_HOLDS_WRITER = "afpbench_sqlite_writer"
 
 
 def _serialise_sqlite_writers(engine: Engine) -> None:
@@ -149,8 +149,12 @@ def _serialise_sqlite_writers(engine: Engine) -> None:
     SQLite allows one writer per file; a thread that finds the file locked waits in SQLite's busy
     handler, which sleeps in steps of up to 100 ms whatever happens meanwhile. With 50 embedded threads
     those sleeps, not work, were most of a sweep's time. A thread now takes this lock at its
-    transaction's first write (pysqlite opens the write transaction there too) and gives it back when
-    the connection returns to the pool, after the commit or rollback. Reads are never held up (WAL).
+    transaction's first write (pysqlite opens the write transaction there too) and gives it back as soon
+    as the DBAPI commit or rollback has returned (SQLite's own write lock ends there), or, failing that,
+    when the connection returns to the pool. Given back at check-in only, the lock also covered what a
+    thread did after its commit (the hot path's completion read, the pool's reset): a third of the time
+    it was held, while every other writer of both embedded processes queued (docs/PERFORMANCE.md, "Issue
+    14, session 16"). Reads are never held up (WAL).
     With a shared writer file (share_sqlite_writer) the lock's holder also takes that file's flock, so
     the writers of two processes queue too; other processes on the same file still meet SQLite's own
     lock and busy timeout.
@@ -160,9 +164,12 @@ def _serialise_sqlite_writers(engine: Engine) -> None:
     if shared is not None:
         import fcntl  # POSIX only, as is the fork that shares the file
 
+    holders: set[int] = set()  # id() of each DBAPI connection whose transaction holds the lock
+
     @event.listens_for(engine, "before_cursor_execute")
-    def _take(conn, _cursor, statement, _params, _context, _many):
-        if conn.info.get(_HOLDS_WRITER) or not statement.lstrip()[:7].upper().startswith(_WRITE_VERBS):
+    def _take(_conn, cursor, statement, _params, _context, _many):
+        raw = id(cursor.connection)
+        if raw in holders or not statement.lstrip()[:7].upper().startswith(_WRITE_VERBS):
             return
         if not writer.acquire(timeout=30):
             raise sqlite3.OperationalError("database is locked (waited 30 s for this process's writer lock)")
@@ -172,16 +179,31 @@ def _serialise_sqlite_writers(engine: Engine) -> None:
             except BaseException:
                 writer.release()
                 raise
-        conn.info[_HOLDS_WRITER] = True
+        holders.add(raw)
 
-    def _give_back(_dbapi_connection, record, *_rest):
-        if record is not None and record.info.pop(_HOLDS_WRITER, False):
+    def _give_back(dbapi_connection: Any) -> None:
+        raw = id(dbapi_connection)
+        if raw in holders:
+            holders.discard(raw)
             if shared is not None:
                 fcntl.flock(shared, fcntl.LOCK_UN)
             writer.release()
 
-    event.listen(engine.pool, "checkin", _give_back)
-    event.listen(engine.pool, "invalidate", _give_back)
+    def _then_give_back(end: Callable[[Any], None]) -> Callable[[Any], None]:
+        # SQLAlchemy has no event after a commit, so the dialect's own step is wrapped; it is handed the
+        # pool's proxy of the DBAPI connection. A commit that raises keeps the lock: the rollback that
+        # follows gives it back.
+        def ended(proxy: Any) -> None:
+            end(proxy)
+            _give_back(getattr(proxy, "dbapi_connection", proxy))
+
+        return ended
+
+    for step in ("do_commit", "do_rollback"):  # on this engine's own dialect instance
+        setattr(engine.dialect, step, _then_give_back(getattr(engine.dialect, step)))
+    # The fallbacks: a connection returned to the pool, or dropped, while it still holds the lock.
+    event.listen(engine.pool, "checkin", lambda dbapi_connection, _record: _give_back(dbapi_connection))
+    event.listen(engine.pool, "invalidate", lambda dbapi_connection, _record, _exc: _give_back(dbapi_connection))
 
 
 def get_engine(url: str | None = None) -> Engine:
