@@ -80,6 +80,7 @@ def run(
 
     Subset options change the spec before it is validated and sealed (docs/SPEC.md, "Running a subset")."""
     from afpbench.workers.errors import RunCancelled
+    from afpbench.workers.memory import freeze_what_is_loaded
     from afpbench.workers.settings import get_settings
     from afpbench.workers.sim.local import needs_local_sim, start_local_sim
     from afpbench.workers.store.db import size_pool
@@ -111,6 +112,7 @@ def run(
             if may_split(sweep_spec, total_threads, settings):
                 pair = EmbeddedPair(total_threads, settings.database_url)
                 pair.hold()  # the first release waits for the fork below
+        freeze_what_is_loaded()  # what is imported by now lives to the end: no collection walks it again
         try:
             sweep_id = start_sweep(sweep_spec)
         except BaseException:

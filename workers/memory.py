@@ -1,6 +1,6 @@
-"""Keep what glibc's allocator holds for a many-threaded process near what the process uses.
+"""Keep what a many-threaded process holds, and what its cyclic garbage collector walks, near what it uses.
 
-Two levers, both no-ops on another C library (musl, macOS):
+Two levers on glibc's allocator, both no-ops on another C library (musl, macOS):
 
 - `limit_heap_arenas`, before threads start. By default glibc gives threads that meet in malloc heaps
   (arenas) of their own, up to eight per core, and each arena keeps the blocks freed in it: a
@@ -11,12 +11,15 @@ Two levers, both no-ops on another C library (musl, macOS):
   and frees most of what it built, but glibc keeps freed small blocks in its heap, so the run that
   followed kept that high-water mark as its resident size (peak 273 MB, against 207 MB with the heap
   trimmed once).
+
+And one on Python's cyclic collector, `freeze_what_is_loaded`, once a command has imported what it needs.
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
+import gc
 import os
 
 HEAP_ARENAS = 2
@@ -51,3 +54,14 @@ def return_freed_memory() -> None:
     trim = _malloc_trim()
     if trim is not None:
         trim(0)
+
+
+def freeze_what_is_loaded() -> None:
+    """Leave every object alive now (modules, classes, compiled patterns, settings: ~100,000 after a
+    run's imports) out of all later cyclic collections: they live as long as the process. Each full
+    collection walked them all again (~60 ms), and parsing and gating a sweep's fixtures, which make no
+    cyclic garbage, set off several: a fifth of that work's CPU (docs/PERFORMANCE.md, "Issue 14, session
+    16"). Called before the command forks (the fixture gate's helper, the embedded pair), the children
+    leave the inherited objects' pages untouched too. No full collection first: the imports leave a few
+    dozen unreachable objects, not worth its 60 ms."""
+    gc.freeze()

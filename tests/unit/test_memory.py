@@ -83,3 +83,26 @@ def test_a_run_s_threads_share_two_malloc_arenas_and_an_operator_setting_wins():
     assert _heaps("none") > HEAP_ARENAS, "glibc's default gives the threads heaps of their own"
     assert _heaps("limit") <= HEAP_ARENAS
     assert _heaps("limit", MALLOC_ARENA_MAX="1") == 1, "MALLOC_ARENA_MAX set by the operator is left as it is"
+
+
+# What a full collection walks after the run command's freeze: gc.get_objects() lists the objects in the
+# collector's generations, which is what every full collection visits.
+_FREEZE_PROBE = """
+import gc
+import afpbench.api.cli, afpbench.workers.sweeps.runs, afpbench.workers.embedded_pair  # the run command's imports
+from afpbench.workers.memory import freeze_what_is_loaded
+
+before = len(gc.get_objects())
+freeze_what_is_loaded()
+after = len(gc.get_objects())
+print(before, after, gc.get_freeze_count())
+"""
+
+
+def test_after_the_freeze_no_collection_walks_what_the_command_had_imported():
+    done = subprocess.run([sys.executable, "-c", _FREEZE_PROBE], capture_output=True, text=True, timeout=120,
+                          check=True)
+    before, after, frozen = map(int, done.stdout.split())
+    assert before > 20_000, f"the probe imported less than the run command does ({before} objects)"
+    assert frozen >= before, "objects alive at the freeze are still in the collector's generations"
+    assert after < before / 100, f"a full collection would still walk {after} of {before} objects"
