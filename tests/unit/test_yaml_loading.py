@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import random
 import re
+from pathlib import Path
 
 import pytest
 
+from afpbench.fixtures import loader as loader_module
 from afpbench.fixtures.loader import _ANCHOR, FixtureError, FixtureFile, load_yaml, parse_fixture
 from afpbench.reference.files import InputFileError
 
+_ROOT = Path(__file__).resolve().parents[2]
 # The anchor pattern as first written (every position tried): the rewrite must find exactly the same texts.
 _ANCHOR_AS_FIRST_WRITTEN = re.compile(r"(?:^|[\s\[{,])&[^\s,\[\]{}]", re.MULTILINE)
 
@@ -58,3 +61,57 @@ def test_a_value_that_does_not_fit_its_tag_is_a_fixture_error_naming_the_file(va
 def test_a_value_that_fits_its_tag_still_loads(text, loaded):
     value = load_yaml(text)["a"]
     assert (value.isoformat() if hasattr(value, "isoformat") else value) == loaded
+
+
+# --- the direct construction of alias-free documents (loader.py:_tree) against PyYAML's constructor -----
+
+_PLAIN = ["yes", "No", "on", "OFF", "~", "null", "", "0x1F", "0o17", "017", "1_000", "1e3", "1.5e-3", ".inf", "-.Inf",
+          ".nan", "12:30:00", "190:20:30.15", "2024-01-02", "2024-01-02T03:04:05Z", "2024-01-02 03:04:05.5 +01:00",
+          "+12", "-0", "3.", "true", "False", "<<", "=", "a b", "'quoted'", '"dq \\u00e9"', "!!str 12", "!!int '7'",
+          "!!float 1", "!!null ''", "!!bool true", "|-\n    block\n    text", ">\n    folded\n    text", "CHF 1'120.00"]
+
+
+def _documents() -> list[str]:
+    rng = random.Random(16)
+    texts = [path.read_text() for folder in (_ROOT / "fixtures" / "pilot", _ROOT / "fixtures" / "pilot" / "simulated",
+                                             _ROOT / "reference" / "specs", _ROOT / "reference")
+             for path in sorted(folder.glob("*.yaml"))]
+    texts += ["", "# only a comment\n", "a: 1\n---\nb: 2\n", "[1, [2, [3, {a: b}]]]", "? [a, b]\n: c\n",
+              "? {a: 1}\n: c\n", "m: {<<: {a: 1}, b: 2}\n", "m: {<<: [{a: 1}, {c: 3}], b: 2}\n",
+              "1: a\n'1': b\n", "1: a\n1: b\n",
+              "a: {b: {c: 1, c: 2}}\n", "!!omap [a: 1, b: 2]", "!!pairs [a: 1, a: 2]", "!!set {a, b}", "!foo x",
+              "!!python/object:os.system x", "a: !!binary aGVsbG8=\n", "[" * 50 + "]" * 50, "a: [1, 2\n", "\ta: 1",
+              "x: 'caf\u00e9 \u2013 \U0001f600'\n", "? |\n  block key\n: v\n", "a:\n  - b: 1\n    c: [x, y]\n  - 2\n"]
+    for _ in range(400):
+        lines = []
+        for i in range(rng.randint(1, 6)):
+            value = rng.choice(_PLAIN)
+            if "\n" in value:
+                lines.append(f"k{i}: {value}")
+            elif rng.random() < 0.3:
+                lines.append(f"k{i}: [{value}, {{x: {rng.choice(_PLAIN[:30])}}}]")
+            else:
+                key = rng.choice([f"k{i}", f"'{i}'", str(i), "k0", "null", "2024-01-02"])
+                lines.append(f"{key}: {value}")
+        texts.append("\n".join(lines) + "\n")
+    return texts
+
+
+def _outcome(text: str) -> tuple[str, str]:
+    try:
+        return "value", repr(load_yaml(text))
+    except InputFileError as exc:
+        return "error", str(exc)
+
+
+def test_alias_free_documents_load_as_pyyamls_constructor_loads_them(monkeypatch):
+    """Values (types included: repr) and errors, on the pilot fixtures, the reference specs, edge cases (merges,
+    repeated and unhashable keys, explicit tags, multiple documents) and 400 documents of YAML 1.1's tricky
+    plain scalars (yes/on/~/0x1F/12:30:00/dates) in random places."""
+    documents = _documents()
+    direct = [_outcome(text) for text in documents]
+    monkeypatch.setattr(loader_module, "_tree", lambda loader, node: loader.construct_document(node))
+    through_pyyaml = [_outcome(text) for text in documents]
+    assert sum(kind == "error" for kind, _ in direct) >= 10, "the corpus lost its error cases"
+    for text, mine, theirs in zip(documents, direct, through_pyyaml, strict=True):
+        assert mine == theirs, text
