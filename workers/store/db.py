@@ -152,9 +152,9 @@ def _serialise_sqlite_writers(engine: Engine) -> None:
     transaction's first write (pysqlite opens the write transaction there too) and gives it back as soon
     as the DBAPI commit or rollback has returned (SQLite's own write lock ends there), or, failing that,
     when the connection returns to the pool. Given back at check-in only, the lock also covered what a
-    thread did after its commit (the hot path's completion read, the pool's reset): a third of the time
-    it was held, while every other writer of both embedded processes queued (docs/PERFORMANCE.md, "Issue
-    14, session 16"). Reads are never held up (WAL).
+    thread did after its commit (the hot path's completion read, the pool's reset) while every other
+    writer of both embedded processes queued: without that, a run's total hold fell by 15-20 %
+    (docs/PERFORMANCE.md, "Issue 14, session 16"). Reads are never held up (WAL).
     With a shared writer file (share_sqlite_writer) the lock's holder also takes that file's flock, so
     the writers of two processes queue too; other processes on the same file still meet SQLite's own
     lock and busy timeout.
