@@ -65,7 +65,9 @@ def for_worker_process(threads: int = 10) -> None:
     is closed when it is checked in, so 50 threads on a pool of 10 opened a new PostgreSQL connection
     (a server process) for most transactions."""
     global _pre_ping
-    _pre_ping = False
+    if _pre_ping:
+        _pre_ping = False
+        dispose_engines()  # an engine built before this call would go on pinging at every checkout
     size_pool(threads)
     check_database()
 
