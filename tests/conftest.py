@@ -7,6 +7,7 @@ when AFP_REQUIRE_SERVICES=1 (as .ci/run sets).
 from __future__ import annotations
 
 import os
+import signal
 import uuid
 from pathlib import Path
 
@@ -15,6 +16,14 @@ import pytest
 from afpbench.workers.providers.families import DEFAULT_KEY_VARIABLES
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def interruptible() -> None:
+    """`preexec_fn` for a process a test sends Ctrl-C (SIGINT): it starts with SIGINT's default action, as
+    from a terminal. A test run started in the background by a shell without job control (`pytest &`,
+    `nohup`) has SIGINT ignored; every child would inherit that, and Python installs no KeyboardInterrupt
+    handler for an ignored SIGINT."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 PG_ADMIN_URL = os.environ.get("AFP_TEST_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres")
 REDIS_URL = os.environ.get("AFP_TEST_REDIS", "redis://127.0.0.1:6379")
 # The key variables the tests' specs name, allowed for the whole run (subprocesses inherit it) beside the

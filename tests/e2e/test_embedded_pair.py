@@ -22,6 +22,7 @@ import yaml
 
 from afpbench.workers.embedded_pair import SPLIT_FROM_CELLS
 from afpbench.workers.sim.server import FaultConfig, SimConfig, SimServer
+from tests.conftest import interruptible
 from tests.e2e.test_cli_errors import afpbench
 from tests.security.test_valid_cancel import _attempts, _sql, _wait_until
 
@@ -118,7 +119,7 @@ def _start(tmp_path: Path, base_url: str, threads: int = 4) -> tuple[subprocess.
     spec = _spec(tmp_path / "spec.yaml", base_url)
     run = subprocess.Popen([sys.executable, "-m", "afpbench.api.cli", "run", str(spec), "--json", "--threads",
                             str(threads)], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           text=True, start_new_session=True)
+                           text=True, start_new_session=True, preexec_fn=interruptible)
     assert run.stderr is not None
     for line in run.stderr:
         shared = TWO_PROCESSES.search(line)

@@ -7,7 +7,6 @@ tested against the messages the harness really sends. Every answer must be label
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from afpbench.fixtures.loader import load_fixture
 from afpbench.scoring.judge import Judgement, build_judge_messages, read_judgement
 from afpbench.scoring.render import CALCULATOR_TOOL, render
 from afpbench.workers.sim.server import FaultConfig, SimConfig, SimServer
+from tests.conftest import interruptible
 
 FIXTURE_YAML = """
 id: S01
@@ -386,14 +386,13 @@ def test_plain_mode_on_packaged_defaults_answers_fixed_text():
 
 def test_serve_forever_stops_cleanly_on_ctrl_c():
     """The CLI's foreground server: announces itself as simulated, serves, and exits 0 on SIGINT."""
-    root = Path(__file__).resolve().parents[2]
     code = (
-        "from workers.sim.server import SimConfig, serve_forever; "
+        "from afpbench.workers.sim.server import SimConfig, serve_forever; "
         "serve_forever(SimConfig(plain=True), '127.0.0.1', 0)"
     )
-    env = {**os.environ, "PYTHONPATH": str(root)}
     proc = subprocess.Popen(
-        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=interruptible,
     )
     try:
         banner = proc.stdout.readline()
