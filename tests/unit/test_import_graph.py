@@ -7,6 +7,7 @@ Every import counts, function-local ones included: a local import that hides a c
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -122,8 +123,15 @@ def test_imports_flow_one_way_between_the_top_packages():
     assert wrong == []
 
 
+# It imports the unrelated `fixtures` project from PyPI on purpose, to show it lives beside ours.
+_PYPI_FIXTURES_TEST = REPO / "tests" / "packaging" / "test_wheel.py"
+# An import written in a string: code for `python -c` or a probe a benchmark or test runs in another process.
+_IMPORT_IN_TEXT = re.compile(rf"(?:^|[;\n])\s*(?:from|import)\s+((?:{'|'.join(PACKAGES)})(?:\.\w+)*)\b")
+
+
 def test_no_code_imports_a_bare_top_level_name():
-    """Everything lives under afpbench.*: a bare `import workers` works in the clone and breaks in the wheel."""
+    """Everything lives under afpbench.*: a bare `import workers` works in the clone and breaks in the wheel.
+    Code in strings counts too (`python -c "from workers..."`, a benchmark's probe)."""
     bare = []
     roots = [REPO / p for p in (*PACKAGES, "tests", "benchmarks")]
     for root in roots:
@@ -134,5 +142,7 @@ def test_no_code_imports_a_bare_top_level_name():
                     names = [a.name for a in node.names]
                 elif isinstance(node, ast.ImportFrom) and not node.level:
                     names = [node.module or ""]
+                elif isinstance(node, ast.Constant) and isinstance(node.value, str) and path != _PYPI_FIXTURES_TEST:
+                    names = _IMPORT_IN_TEXT.findall(node.value)
                 bare += [f"{path.relative_to(REPO)}: {n}" for n in names if n.split(".")[0] in PACKAGES]
     assert bare == []
