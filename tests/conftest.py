@@ -16,14 +16,6 @@ import pytest
 from afpbench.workers.providers.families import DEFAULT_KEY_VARIABLES
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def interruptible() -> None:
-    """`preexec_fn` for a process a test sends Ctrl-C (SIGINT): it starts with SIGINT's default action, as
-    from a terminal. A test run started in the background by a shell without job control (`pytest &`,
-    `nohup`) has SIGINT ignored; every child would inherit that, and Python installs no KeyboardInterrupt
-    handler for an ignored SIGINT."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 PG_ADMIN_URL = os.environ.get("AFP_TEST_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres")
 REDIS_URL = os.environ.get("AFP_TEST_REDIS", "redis://127.0.0.1:6379")
 # The key variables the tests' specs name, allowed for the whole run (subprocesses inherit it) beside the
@@ -38,6 +30,14 @@ os.environ.setdefault("AFP_KEY_VARS", ",".join(TEST_KEY_VARIABLES))
 os.environ.setdefault("AFP_CACHE_DIR", "off")
 # One Redis database per test process (1-15), so concurrent test runs on one machine never share queues.
 REDIS_TEST_DB = int(os.environ.get("AFP_TEST_REDIS_DB", str(1 + os.getpid() % 15)))
+
+
+def interruptible() -> None:
+    """`preexec_fn` for a process a test sends Ctrl-C (SIGINT): it starts with SIGINT's default action, as
+    from a terminal. A test run started in the background by a shell without job control (`pytest &`,
+    `nohup`) has SIGINT ignored; every child would inherit that, and Python installs no KeyboardInterrupt
+    handler for an ignored SIGINT."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def need(service: str, reason: str) -> None:
