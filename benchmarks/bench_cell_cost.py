@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 from bench_task_floor import PROBE as EMBEDDED_FLOOR_PROBE
@@ -147,14 +148,11 @@ def cell_cost(spec: Path, env: dict[str, str], database: str | None) -> dict:
     assert probe.stdin is not None and probe.stdout is not None
     if probe.stdout.readline().strip() != "counting":
         raise RuntimeError("the cell probe failed before its warm-up ended")
-    sampler = CpuSampler(database) if database else None
-    if sampler:
-        sampler.__enter__()
-    probe.stdin.write("go\n")
-    probe.stdin.flush()
-    figures = json.loads(probe.stdout.read().strip().splitlines()[-1])
-    if sampler:
-        sampler.__exit__(None, None, None)
+    with CpuSampler(database) if database else nullcontext() as sampler:
+        probe.stdin.write("go\n")
+        probe.stdin.flush()
+        figures = json.loads(probe.stdout.read().strip().splitlines()[-1])
+    if sampler is not None:
         figures["postgres_cpu_ms_per_cell"] = sampler.postgres_s / figures["cells"] * 1e3
     if probe.wait() != 0:
         raise RuntimeError("the cell probe failed")
