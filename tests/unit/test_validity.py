@@ -2,11 +2,13 @@
 
 import copy
 import dataclasses
+import random
+import re
 
 from afpbench.fixtures.schema import Fixture
 from afpbench.reference.loader import protocol
 from afpbench.scoring.states import ResultState
-from afpbench.scoring.validity import CHECKS, check_fixture
+from afpbench.scoring.validity import CHECKS, _visible, check_fixture
 from afpbench.scoring.verdict import decide
 from afpbench.scoring.vocabulary import afp_terms
 from tests.unit.conftest import (
@@ -96,6 +98,29 @@ def test_numeric_source_value_must_be_visible_as_a_whole_figure():
     numeric["source_fields"][0]["value"] = "200.00"  # only inside "1200.00" in the evidence
     found = details(gate(make_fixture(numeric=numeric)), "visible_to_model")
     assert "numeric.source_fields[0] 'monthly_fee' value '200.00' not visible in condition C prompt" in found
+
+
+def test_a_figure_is_visible_where_one_of_its_occurrences_stands_alone():
+    # "200.00" first appears glued inside "1200.00", then alone: the later occurrence makes it visible.
+    text = "the fee is 1200.00 eur, of which 200.00 eur is the service part"
+    assert _visible("200.00", text, numeric=True)
+    assert not _visible("200.00", "the fee is 1200.00 eur or 200.005 or 3.200.00", numeric=True)
+    assert _visible("200.00", "1200.00 eur", numeric=False)  # a text fact needs no figure boundary
+
+
+def test_figure_visibility_agrees_with_its_pattern_on_random_texts():
+    """The gate's whole-figure rule is the pattern `(?<![\\d.])needle(?!\\d)` (\\d: any Unicode decimal
+    digit); `_visible` applies it by str.find. Both agree on random texts of digits, marks, Arabic-Indic
+    and superscript digits and letters, most needles cut from the text."""
+    rng = random.Random(20261204)
+    alphabet = "0123456789..,, ab\u0663\u00b2"
+    for _ in range(4000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30)))
+        start = rng.randint(0, len(text))
+        needle = text[start : start + rng.randint(0, 4)] if rng.random() < 0.8 else rng.choice(["1", "12", ".5"])
+        needle = " ".join(needle.split())
+        expected = re.search(r"(?<![\d.])" + re.escape(needle) + r"(?!\d)", text) is not None
+        assert _visible(needle, text, numeric=True) == expected, (needle, text)
 
 
 def test_number_present_value_computed_by_the_reference_derivation_is_visible_by_derivation():
