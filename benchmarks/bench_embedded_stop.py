@@ -8,13 +8,10 @@ interleaved. The stop used to wait for Celery's 2-second drain cycle, once or tw
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
 
-from harness import REPO, emit, machine
-from versions import add_version_options, interpreters
+from harness import emit, machine
+from versions import add_version_options, probe_rounds
 
 PROBE = """
 import json, sys, time
@@ -34,16 +31,10 @@ def main() -> None:
     add_version_options(ap, rounds=5)
     args = ap.parse_args()
     before = machine()
-    runs = []
-    for _ in range(args.rounds):
-        for name, python in interpreters(args).items():
-            load = os.getloadavg()[0]
-            out = subprocess.run([python, "-c", PROBE, str(args.threads)], cwd=REPO, capture_output=True,
-                                 text=True, check=True, timeout=120).stdout
-            figures = json.loads(out.strip().splitlines()[-1])
-            runs.append({"code": name, **{k: round(v, 3) for k, v in figures.items()}, "load_1m_before": load})
+    runs = [{**run, "start_s": round(run["start_s"], 3), "stop_s": round(run["stop_s"], 3)}
+            for run in probe_rounds(args, PROBE, [str(args.threads)], timeout=120)]
     medians = {name: {k: statistics.median(r[k] for r in runs if r["code"] == name) for k in ("start_s", "stop_s")}
-               for name in interpreters(args)}
+               for name in {r["code"] for r in runs}}
     emit("embedded_stop", {"machine_before": before, "threads": args.threads, "runs": runs, "medians": medians},
          args.out)
 

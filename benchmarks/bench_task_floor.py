@@ -10,14 +10,11 @@ a cell costs beyond this is afpbench's own work (execution.py and below); see do
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
 import tempfile
 
-from harness import REPO, afp_env, emit, machine
-from versions import add_version_options, interpreters
+from harness import afp_env, emit, machine
+from versions import add_version_options, probe_rounds
 
 PROBE = """
 import json, sys, threading, time
@@ -47,15 +44,9 @@ def main() -> None:
     add_version_options(ap, rounds=3)
     args = ap.parse_args()
     before = machine()
-    runs = []
     with tempfile.TemporaryDirectory(prefix="afp-floor-") as tmp:
-        for i in range(args.rounds):
-            for name, python in interpreters(args).items():
-                load = os.getloadavg()[0]
-                out = subprocess.run([python, "-c", PROBE, str(args.tasks), str(args.threads)], cwd=REPO,
-                                     env=afp_env(f"sqlite:///{tmp}/{name}-{i}.db"), capture_output=True, text=True,
-                                     check=True).stdout
-                runs.append({"code": name, **json.loads(out.strip().splitlines()[-1]), "load_1m_before": load})
+        runs = list(probe_rounds(args, PROBE, [str(args.tasks), str(args.threads)],
+                                 env_of=lambda name, i: afp_env(f"sqlite:///{tmp}/{name}-{i}.db")))
     medians = {name: {k: round(statistics.median(r[k] for r in runs if r["code"] == name), 3)
                       for k in ("wall_ms_per_task", "cpu_ms_per_task")} for name in {r["code"] for r in runs}}
     emit("task_floor", {"machine_before": before, "tasks": args.tasks, "threads": args.threads, "runs": runs,

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from harness import compile_bytecode
+from harness import REPO, compile_bytecode
 
 
 def add_version_options(ap: argparse.ArgumentParser, rounds: int) -> None:
@@ -20,3 +24,18 @@ def interpreters(args: argparse.Namespace) -> dict[str, str]:
     compiled to bytecode first (harness.compile_bytecode)."""
     pythons = {"this": sys.executable} | ({"other": args.python} if args.python else {})
     return {name: compile_bytecode(python) for name, python in pythons.items()}
+
+
+def probe_rounds(args: argparse.Namespace, probe: str, argv: list[str], timeout: float | None = None,
+                 env_of: Callable[[str, int], dict[str, str] | None] = lambda _name, _round: None,
+                 ) -> Iterator[dict]:
+    """`probe` (Python source that prints one JSON object last) run in a fresh process under each
+    interpreter in turn, `args.rounds` times: each run's figures with its code name and the load average
+    before it. `env_of(name, round)` gives a run its environment (None: this one's)."""
+    pythons = interpreters(args)
+    for i in range(args.rounds):
+        for name, python in pythons.items():
+            load = os.getloadavg()[0]
+            out = subprocess.run([python, "-c", probe, *argv], cwd=REPO, env=env_of(name, i), capture_output=True,
+                                 text=True, check=True, timeout=timeout).stdout
+            yield {"code": name, **json.loads(out.strip().splitlines()[-1]), "load_1m_before": load}
