@@ -3,8 +3,9 @@
 The side-by-side's fixtures are copies of P01 alone; a real suite is mixed (text facts only, quantities,
 source figures, many or few assertion examples), so this gates copies of every pilot fixture (`--copies`
 each, the task made unique as the side-by-side does, so no cache serves one copy's prompt to the next) and
-reports CPU milliseconds a fixture (the quickest of five batches) by pilot fixture and their mean. `--python` also runs another checkout's
-interpreter, interleaved, so two code versions are compared in one sitting.
+reports CPU milliseconds a fixture (the quickest of five batches) by pilot fixture and their mean.
+`--python` also runs another checkout's interpreter, interleaved, so two code versions are compared in one
+sitting.
 
     python benchmarks/bench_gate.py [--copies 200] [--rounds 3] [--python OTHER] [--out DIR]
 """
