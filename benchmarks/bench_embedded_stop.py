@@ -34,7 +34,7 @@ def main() -> None:
     runs = [{**run, "start_s": round(run["start_s"], 3), "stop_s": round(run["stop_s"], 3)}
             for run in probe_rounds(args, PROBE, [str(args.threads)], timeout=120)]
     medians = {name: {k: statistics.median(r[k] for r in runs if r["code"] == name) for k in ("start_s", "stop_s")}
-               for name in {r["code"] for r in runs}}
+               for name in dict.fromkeys(r["code"] for r in runs)}
     emit("embedded_stop", {"machine_before": before, "threads": args.threads, "runs": runs, "medians": medians},
          args.out)
 

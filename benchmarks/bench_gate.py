@@ -52,7 +52,7 @@ def main() -> None:
         runs.append({**run, "ms_a_fixture": {k: round(v, 3) for k, v in ms.items()},
                      "mean_ms": round(statistics.mean(ms.values()), 3)})
     medians = {}
-    for name in {r["code"] for r in runs}:
+    for name in dict.fromkeys(r["code"] for r in runs):
         mine = [r for r in runs if r["code"] == name]
         by_fixture = {fid: statistics.median(r["ms_a_fixture"][fid] for r in mine) for fid in mine[0]["ms_a_fixture"]}
         medians[name] = {"mean_ms": statistics.median(r["mean_ms"] for r in mine), **by_fixture}

@@ -48,7 +48,8 @@ def main() -> None:
         runs = list(probe_rounds(args, PROBE, [str(args.tasks), str(args.threads)],
                                  env_of=lambda name, i: afp_env(f"sqlite:///{tmp}/{name}-{i}.db")))
     medians = {name: {k: round(statistics.median(r[k] for r in runs if r["code"] == name), 3)
-                      for k in ("wall_ms_per_task", "cpu_ms_per_task")} for name in {r["code"] for r in runs}}
+                      for k in ("wall_ms_per_task", "cpu_ms_per_task")}
+               for name in dict.fromkeys(r["code"] for r in runs)}
     emit("task_floor", {"machine_before": before, "tasks": args.tasks, "threads": args.threads, "runs": runs,
                         "medians": medians}, args.out)
 
