@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/run_all.py --setup          # once: Inspect AI's venv and promptfoo (below)
     .venv/bin/python benchmarks/run_all.py [--only side_by_side,roundtrips,throughput,limiter,scale,scaleout,
-        aggregate,startup,task_floor,cell_cost,gate] [--out benchmarks/results] [--quick]
+        aggregate,startup,task_floor,task_gap,cell_cost,gate] [--out benchmarks/results] [--quick]
 
 `--setup` installs the comparison harnesses apart from the project: Inspect AI (benchmarks/requirements.txt)
 into benchmarks/.inspect-venv (or AFP_INSPECT_VENV), and promptfoo 0.118.13 (benchmarks/promptfoo/package.json,
@@ -39,6 +39,7 @@ FULL = {
     "aggregate": ["bench_aggregate.py", "--cells", "100000", "--backend", "both"],
     "startup": ["bench_startup.py"],
     "task_floor": ["bench_task_floor.py"],
+    "task_gap": ["bench_task_floor.py", "--sleep-ms", "20"],
     "cell_cost": ["bench_cell_cost.py"],
     "gate": ["bench_gate.py"],
 }
@@ -52,6 +53,7 @@ QUICK = {  # a smoke run of the same code paths, minutes instead of tens of minu
     "aggregate": ["bench_aggregate.py", "--cells", "10000", "--backend", "sqlite"],
     "startup": ["bench_startup.py", "--runs", "3"],
     "task_floor": ["bench_task_floor.py", "--tasks", "500", "--rounds", "1"],
+    "task_gap": ["bench_task_floor.py", "--tasks", "500", "--sleep-ms", "20", "--rounds", "1"],
     "cell_cost": ["bench_cell_cost.py", "--tasks", "300", "--cells", "100", "--rounds", "1"],
     "gate": ["bench_gate.py", "--copies", "20", "--rounds", "1"],
 }

@@ -17,6 +17,7 @@ from kombu.exceptions import OperationalError as BrokerError
 from sqlalchemy.orm import configure_mappers
 
 from afpbench.workers.errors import ServiceUnavailable
+from afpbench.workers.memory_broker import Transport as MemoryBroker
 from afpbench.workers.message_replay import publish_replayed
 from afpbench.workers.providers.families import EXEC_QUEUES
 from afpbench.workers.settings import get_settings, soft_before
@@ -45,6 +46,8 @@ def make_app() -> Celery:
         "unacked_restore_throttle": 1,
     }
     if settings.embedded:
+        # The longest a drain waits between looks; the embedded broker is woken sooner by every put and
+        # ack (workers/memory_broker.py), so this only bounds what could bypass those hooks.
         transport_options["polling_interval"] = 0.01
     app.conf.update(
         task_queues=[Queue(q, exchange, routing_key=q) for q in QUEUES],
@@ -62,6 +65,7 @@ def make_app() -> Celery:
         task_time_limit=settings.task_hard_time_limit_s,
         task_soft_time_limit=soft_before(settings.task_hard_time_limit_s),
         broker_transport_options=transport_options,
+        broker_transport=MemoryBroker if settings.embedded else None,
         broker_connection_retry_on_startup=True,
         # Task events feed Flower and cost a publish per task state (received, started, succeeded:
         # three per cell), so a worker sends them only when asked: `afpbench worker --events`, or
