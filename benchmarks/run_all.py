@@ -39,7 +39,7 @@ FULL = {
     "aggregate": ["bench_aggregate.py", "--cells", "100000", "--backend", "both"],
     "startup": ["bench_startup.py"],
     "task_floor": ["bench_task_floor.py"],
-    "task_gap": ["bench_task_floor.py", "--sleep-ms", "20"],
+    "task_gap": ["bench_task_floor.py", "--tasks", "1000", "--sleep-ms", "100"],
     "cell_cost": ["bench_cell_cost.py"],
     "gate": ["bench_gate.py"],
 }
@@ -53,7 +53,7 @@ QUICK = {  # a smoke run of the same code paths, minutes instead of tens of minu
     "aggregate": ["bench_aggregate.py", "--cells", "10000", "--backend", "sqlite"],
     "startup": ["bench_startup.py", "--runs", "3"],
     "task_floor": ["bench_task_floor.py", "--tasks", "500", "--rounds", "1"],
-    "task_gap": ["bench_task_floor.py", "--tasks", "500", "--sleep-ms", "20", "--rounds", "1"],
+    "task_gap": ["bench_task_floor.py", "--tasks", "500", "--sleep-ms", "100", "--rounds", "1"],
     "cell_cost": ["bench_cell_cost.py", "--tasks", "300", "--cells", "100", "--rounds", "1"],
     "gate": ["bench_gate.py", "--copies", "20", "--rounds", "1"],
 }

@@ -49,8 +49,10 @@ def test_a_put_from_another_thread_wakes_a_waiting_drain():
     assert received == [{"cell": 1}]
 
 
-def test_an_ack_that_frees_the_prefetch_slot_wakes_a_waiting_drain():
-    """Prefetch 1, as every worker thread has: the second message waits for the first one's ack."""
+@pytest.mark.parametrize("second_sent", ["before the first is taken", "while the only slot is taken"])
+def test_an_ack_that_frees_the_prefetch_slot_wakes_a_waiting_drain(second_sent):
+    """Prefetch 1, as every worker thread has: the second message waits for the first one's ack. Sent while
+    the slot is taken (a task sending its follow-up), its put does not wake the drain; the ack must."""
     queue = _queue()
     received: list = []
     with _connection() as conn:
@@ -60,15 +62,22 @@ def test_an_ack_that_frees_the_prefetch_slot_wakes_a_waiting_drain():
         consumer.qos(prefetch_count=1)
         consumer.consume()
         producer = Producer(conn.channel())
-        for cell in (1, 2):
+
+        def send(cell: int) -> None:
             producer.publish({"cell": cell}, exchange=queue.exchange, routing_key=queue.routing_key,
                              serializer="json", declare=[queue])
+
+        send(1)
+        if second_sent == "before the first is taken":
+            send(2)
         conn.drain_events(timeout=DRAIN_TIMEOUT_S)
         assert [body for body, _ in received] == [{"cell": 1}]
-        first = received[0][1]
-        timer = _later(first.ack)
+        timers = [_later(received[0][1].ack, delay_s=0.2)]
+        if second_sent == "while the only slot is taken":
+            timers.append(_later(lambda: send(2), delay_s=0.05))  # while the drain below waits, before the ack
         conn.drain_events(timeout=DRAIN_TIMEOUT_S)
-        timer.join()
+        for timer in timers:
+            timer.join()
     assert [body for body, _ in received] == [{"cell": 1}, {"cell": 2}]
 
 
