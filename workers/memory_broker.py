@@ -7,7 +7,7 @@ Here every ack or reject (what frees a prefetch slot) and every put made while a
 event, and a drain that finds nothing waits on that event, at most `polling_interval` (the old worst
 case, kept so anything that bypassed the hooks is still seen as soon as before). Puts while every slot
 is taken do not wake it: with a thread's task sending its follow-up just before its ack, they doubled the
-wakes for nothing (+0.1 ms of CPU a message).
+wakes for nothing (about 0.8 ms more CPU a prompt in a 200 ms run: docs/PERFORMANCE.md, session 19).
 
 The queues, their state and the message format are kombu's own (`memory.Transport.global_state` is
 shared with plain `memory://` connections), so only the waiting changes.
