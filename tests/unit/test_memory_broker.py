@@ -14,7 +14,7 @@ import pytest
 from kombu import Connection, Consumer, Exchange, Producer, Queue
 
 from afpbench.workers.celery_app import app
-from afpbench.workers.memory_broker import Transport, queues_without_free_slot
+from afpbench.workers.memory_broker import Transport
 
 DRAIN_TIMEOUT_S = 5.0  # far below the 60 s poll, far above a wake's delay on a loaded machine
 
@@ -51,8 +51,8 @@ def test_a_put_from_another_thread_wakes_a_waiting_drain():
 
 @pytest.mark.parametrize("second_sent", ["before the first is taken", "while the only slot is taken"])
 def test_an_ack_that_frees_the_prefetch_slot_wakes_a_waiting_drain(second_sent):
-    """Prefetch 1, as every worker thread has: the second message waits for the first one's ack. Sent while
-    the slot is taken (a task sending its follow-up), its put does not wake the drain; the ack must."""
+    """Prefetch 1, as every worker thread has: the second message waits for the first one's ack, sent before
+    the first is taken or while the slot is taken (a task sending its follow-up): the ack must wake the drain."""
     queue = _queue()
     received: list = []
     with _connection() as conn:
@@ -79,29 +79,6 @@ def test_an_ack_that_frees_the_prefetch_slot_wakes_a_waiting_drain(second_sent):
         for timer in timers:
             timer.join()
     assert [body for body, _ in received] == [{"cell": 1}, {"cell": 2}]
-
-
-def test_a_queue_counts_as_full_only_while_every_consumer_of_it_has_its_slots_taken():
-    """The embedded worker's layout: the task channel (prefetch = threads) beside Celery's remote-control
-    consumer (no prefetch limit, its own queue). A put to a task queue may skip the wake only while the task
-    channel is full; the remote-control channel's free slot must not count for the task queues."""
-    tasks, control = _queue(), _queue()
-    taken: list = []
-    with _connection() as conn:
-        task_channel, control_channel = conn.channel(), conn.channel()
-        consumer = Consumer(task_channel, [tasks], callbacks=[lambda body, m: taken.append(m)], accept=["json"])
-        consumer.qos(prefetch_count=1)
-        consumer.consume()
-        Consumer(control_channel, [control], callbacks=[lambda body, m: None], accept=["json"]).consume()
-        channels = [task_channel, control_channel]
-        assert queues_without_free_slot(channels) == frozenset()
-        Producer(conn.channel()).publish({"cell": 1}, exchange=tasks.exchange, routing_key=tasks.routing_key,
-                                         serializer="json", declare=[tasks])
-        conn.drain_events(timeout=DRAIN_TIMEOUT_S)
-        assert len(taken) == 1  # the only slot is taken
-        assert queues_without_free_slot(channels) == frozenset({tasks.name})
-        taken[0].ack()
-        assert queues_without_free_slot(channels) == frozenset()
 
 
 def test_a_drain_with_nothing_to_deliver_times_out():
