@@ -8,10 +8,9 @@ interleaved. The stop used to wait for Celery's 2-second drain cycle, once or tw
 from __future__ import annotations
 
 import argparse
-import statistics
 
 from harness import emit, machine
-from versions import add_version_options, probe_rounds
+from versions import add_version_options, medians_by_code, probe_rounds
 
 PROBE = """
 import json, sys, time
@@ -33,8 +32,7 @@ def main() -> None:
     before = machine()
     runs = [{**run, "start_s": round(run["start_s"], 3), "stop_s": round(run["stop_s"], 3)}
             for run in probe_rounds(args, PROBE, [str(args.threads)], timeout=120)]
-    medians = {name: {k: statistics.median(r[k] for r in runs if r["code"] == name) for k in ("start_s", "stop_s")}
-               for name in dict.fromkeys(r["code"] for r in runs)}
+    medians = medians_by_code(runs, ("start_s", "stop_s"))
     emit("embedded_stop", {"machine_before": before, "threads": args.threads, "runs": runs, "medians": medians},
          args.out)
 

@@ -14,11 +14,10 @@ a second, and `share_of_ideal` shows what a thread loses between its tasks (taki
 from __future__ import annotations
 
 import argparse
-import statistics
 import tempfile
 
 from harness import afp_env, emit, machine
-from versions import add_version_options, probe_rounds
+from versions import add_version_options, medians_by_code, probe_rounds
 
 PROBE = """
 import json, sys, threading, time
@@ -59,8 +58,7 @@ def main() -> None:
         for run in runs:
             run["share_of_ideal"] = round(ideal_ms / run["wall_ms_per_task"], 3)
     keys = ("wall_ms_per_task", "cpu_ms_per_task", *(("share_of_ideal",) if args.sleep_ms else ()))
-    medians = {name: {k: round(statistics.median(r[k] for r in runs if r["code"] == name), 3) for k in keys}
-               for name in dict.fromkeys(r["code"] for r in runs)}
+    medians = medians_by_code(runs, keys, digits=3)
     emit("task_gap" if args.sleep_ms else "task_floor",
          {"machine_before": before, "tasks": args.tasks, "threads": args.threads, "sleep_ms": args.sleep_ms,
           "runs": runs, "medians": medians}, args.out)

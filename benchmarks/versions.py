@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from harness import REPO, compile_bytecode
@@ -39,3 +40,14 @@ def probe_rounds(args: argparse.Namespace, probe: str, argv: list[str], timeout:
             out = subprocess.run([python, "-c", probe, *argv], cwd=REPO, env=env_of(name, i), capture_output=True,
                                  text=True, check=True, timeout=timeout).stdout
             yield {"code": name, **json.loads(out.strip().splitlines()[-1]), "load_1m_before": load}
+
+
+def medians_by_code(runs: list[dict], keys: Iterable[str], digits: int | None = None) -> dict[str, dict[str, float]]:
+    """The median of each of `keys` over each code version's runs (as `probe_rounds` yields them), versions
+    in run order; rounded to `digits` when given."""
+    def median(values: Iterable[float]) -> float:
+        m = statistics.median(values)
+        return m if digits is None else round(m, digits)
+
+    return {name: {k: median(r[k] for r in runs if r["code"] == name) for k in keys}
+            for name in dict.fromkeys(r["code"] for r in runs)}
