@@ -12,8 +12,13 @@ starts: `off` (no cache, as before it existed), `cold` (an empty cache folder pe
 also fills it) or `warm` (a folder filled by one untimed run beforehand: every later run of the same
 fixture set). Several are interleaved within each round. A checkout without the cache ignores the setting.
 
+The whole machine's CPU (/proc/stat, every 50 ms) is split at the sweep row's creation and its last result:
+before the sweep (imports, parse and gate, seal), the span and after it, each as wall seconds, core-seconds
+busy and core-seconds the cores left idle. The span's idle core-seconds are what an in-run gate (fixtures
+gated while the calls run) could use; `--latency-ms` gives the sim's answers a delay like a real call.
+
     python benchmarks/bench_command.py [--prompts 1000] [--models 1] [--threads 50] [--rounds 3]
-                                       [--python OTHER] [--cache off,cold,warm] [--out DIR]
+                                       [--python OTHER] [--cache off,cold,warm] [--latency-ms 0] [--out DIR]
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from pathlib import Path
 
 from harness import (
     REPO,
+    MachineCpu,
     afp_env,
     emit,
     machine,
@@ -46,13 +52,13 @@ def run_once(python: str, spec: Path, db: str, threads: int, cache: str = "off")
     load = os.getloadavg()[0]
     # Files, not pipes: the summary of a 100-model sweep is larger than a pipe holds, and wait4 (for the
     # command's own CPU and peak RSS) must not wait on a command blocked writing it.
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        started = time.monotonic()
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err, MachineCpu() as cpu:
+        started, started_epoch = time.monotonic(), time.time()
         proc = subprocess.Popen([python, "-m", "afpbench.api.cli", "run", str(spec), "--threads", str(threads),
                                  "--json"], cwd=REPO, env=afp_env(db, AFP_CACHE_DIR=cache), stdout=out, stderr=err,
                                 text=True)
         _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.monotonic() - started
+        wall, ended_epoch = time.monotonic() - started, time.time()
         proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
@@ -61,10 +67,15 @@ def run_once(python: str, spec: Path, db: str, threads: int, cache: str = "off")
         raise RuntimeError(stderr[-3000:])
     sweep_id = json.loads(stdout)["sweep_id"]
     span = sweep_span(db, sweep_id)
+    created, last = span["created_epoch"], span["last_epoch"]
+    phases = {name: {"wall_s": round(b - a, 2), "busy_core_s": round(cpu.busy_s(a, b), 2),
+                     "idle_core_s": round(cpu.idle_s(a, b), 2)}
+              for name, a, b in (("before_sweep", started_epoch, created), ("span", created, last),
+                                 ("after_span", last, ended_epoch))}
     return {"wall_s": round(wall, 2), "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
             "span_s": round(span["span_s"], 2), "outside_calls_s": round(wall - span["span_s"], 2),
             "peak_rss_mb": round(usage.ru_maxrss / 1024, 1), "cells_with_result": span["cells_with_result"],
-            "load_1m_before": round(load, 2)}
+            "load_1m_before": round(load, 2), "machine_cpu": phases}
 
 
 def main() -> None:
@@ -73,6 +84,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=50)
     ap.add_argument("--models", type=int, default=1,
                     help="models without a declared rate, each asked every prompt: cells = prompts x models")
+    ap.add_argument("--latency-ms", type=float, default=0, help="the sim's delay before each answer")
     ap.add_argument("--cache", default="off", help="comma-separated: off, cold, warm (default off)")
     add_version_options(ap, rounds=3)
     args = ap.parse_args()
@@ -85,7 +97,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="afp-bench-") as tmp:
         work = Path(tmp)
         make_fixtures(work / "fixtures", args.prompts)
-        with sim_process(log=work / "sim.log") as sim_url:
+        with sim_process(args.latency_ms, log=work / "sim.log") as sim_url:
             spec = write_spec(work / "spec.yaml", sim_url, work / "fixtures", models=args.models)
             if "warm" in caches:  # one untimed run per interpreter fills its warm folder
                 for name, python in pythons.items():
@@ -103,7 +115,13 @@ def main() -> None:
     medians = {f"{name} {cache}": {k: statistics.median(r[k] for r in runs if r["code"] == name and r["cache"] == cache)
                                    for k in ("wall_s", "cpu_s", "span_s", "outside_calls_s", "peak_rss_mb")}
                for name in pythons for cache in caches}
+    for key in medians:
+        name, cache = key.split()
+        mine = [r["machine_cpu"] for r in runs if r["code"] == name and r["cache"] == cache]
+        medians[key]["machine_cpu"] = {phase: {k: statistics.median(m[phase][k] for m in mine) for k in mine[0][phase]}
+                                       for phase in mine[0]}
     emit("command", {"machine_before": before, "prompts": args.prompts, "models": args.models, "threads": args.threads,
+                     "latency_ms": args.latency_ms,
                      "runs": runs, "medians": medians}, args.out)
 
 

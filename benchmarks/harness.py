@@ -308,7 +308,14 @@ def sweep_span(database_url: str, sweep_id: str) -> dict:
 
         created, last = datetime.fromisoformat(created), datetime.fromisoformat(last)
     return {"span_s": (last - created).total_seconds(), "attempts": attempts, "http_429": limited,
-            "cells_with_result": results}
+            "cells_with_result": results, "created_epoch": _epoch(created), "last_epoch": _epoch(last)}
+
+
+def _epoch(moment) -> float:
+    """Seconds since the epoch of a stored UTC moment (SQLite hands it back without a zone)."""
+    from datetime import UTC
+
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
 
 
 @contextmanager
@@ -353,7 +360,40 @@ def tree_cpu_s(pid: int) -> float:
     return total
 
 
-class CpuSampler:
+class _Sampler:
+    """Calls `_sample()` once on entry, every `every_s` on a thread while the block runs, and once on exit."""
+
+    every_s: float
+
+    def _sample(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self):
+        import threading
+
+        self._stop = False
+        self._sample()
+        self._started()
+
+        def loop() -> None:
+            while not self._stop:
+                time.sleep(self.every_s)
+                self._sample()
+
+        self._thread = threading.Thread(target=loop, daemon=True)
+        self._thread.start()
+        return self
+
+    def _started(self) -> None:
+        """After the first sample."""
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop = True
+        self._thread.join()
+        self._sample()
+
+
+class CpuSampler(_Sampler):
     """CPU seconds the PostgreSQL backends of one database and the Redis server spend while it runs,
     sampled from /proc every 0.2 s (a backend is recognised by the database name in its title; one
     that starts and ends between two samples is missed). Redis is one server for every user of the
@@ -364,7 +404,6 @@ class CpuSampler:
         self.postgres_s = self.redis_s = 0.0
         self._first: dict[int, float] = {}
         self._last: dict[int, tuple[str, float]] = {}
-        self._stop = False
 
     def _sample(self) -> None:
         for entry in Path("/proc").iterdir():
@@ -379,29 +418,49 @@ class CpuSampler:
             except OSError:
                 continue
 
-    def __enter__(self) -> CpuSampler:
-        import threading
-
-        self._sample()
+    def _started(self) -> None:
         # Backends alive at the start count from there; later ones from their start (0 s).
         self._first = {pid: cpu for pid, (_kind, cpu) in self._last.items()}
 
-        def loop() -> None:
-            while not self._stop:
-                time.sleep(self.every_s)
-                self._sample()
-
-        self._thread = threading.Thread(target=loop, daemon=True)
-        self._thread.start()
-        return self
-
     def __exit__(self, *_exc: object) -> None:
-        self._stop = True
-        self._thread.join()
-        self._sample()
+        super().__exit__()
         for pid, (kind, cpu) in self._last.items():
             spent = cpu - self._first.get(pid, 0.0)
             if kind == "postgres":
                 self.postgres_s += spent
             else:
                 self.redis_s += spent
+
+
+class MachineCpu(_Sampler):
+    """The whole machine's CPU in use (every process, every core), from /proc/stat every `every_s`
+    while it runs: `busy_s(a, b)` is the core-seconds spent between two wall-clock moments (time.time()),
+    `idle_s(a, b)` what the machine's cores left unused then."""
+
+    def __init__(self, every_s: float = 0.05):
+        self.every_s = every_s
+        self.samples: list[tuple[float, float, float]] = []  # (wall clock, busy s, idle s) since boot
+
+    def _sample(self) -> None:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        idle = fields[3] + fields[4]  # idle + iowait
+        self.samples.append((time.time(), (sum(fields[:8]) - idle) / _TICK, idle / _TICK))
+
+    def _at(self, moment: float, column: int) -> float:
+        """The counter at `moment`, interpolated between the samples around it."""
+        import bisect
+
+        i = bisect.bisect_left([s[0] for s in self.samples], moment)
+        if i == 0:
+            return self.samples[0][column]
+        if i == len(self.samples):
+            return self.samples[-1][column]
+        (t0, *c0), (t1, *c1) = self.samples[i - 1], self.samples[i]
+        share = (moment - t0) / (t1 - t0) if t1 > t0 else 1.0
+        return c0[column - 1] + share * (c1[column - 1] - c0[column - 1])
+
+    def busy_s(self, start: float, end: float) -> float:
+        return self._at(end, 1) - self._at(start, 1)
+
+    def idle_s(self, start: float, end: float) -> float:
+        return self._at(end, 2) - self._at(start, 2)
