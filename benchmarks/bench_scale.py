@@ -4,12 +4,14 @@ its own so its peak RSS is its own; then one worker drains messages for a while 
 read at intervals (flat memory = the same peak late as early).
 
     .venv/bin/python benchmarks/bench_scale.py [--fixtures 1000] [--models 100] [--conditions A]
-        [--repeats 1] [--worker-seconds 60] [--out DIR]
+        [--repeats 1] [--rate-per-min R] [--worker-seconds 60] [--out DIR]
 
 Default shape: 1,000 fixtures x 100 simulated models x condition A = 100,000 cells. Release is
-windowed per model (workers/dispatch.py: 1,000 cells per model without a declared rate), so with 100
-models all 100,000 are enqueued at once; with 1 model x 4 conditions x 25 repeats only the first
-1,000 would be. Aggregation of 100,000 cells is timed by benchmarks/bench_aggregate.py. SIMULATED.
+windowed (workers/cells/dispatch.py:window_for): models without a declared rate share one window of
+1,000 cells, so by default the first release enqueues 1,000 messages. `--rate-per-min 6000` declares
+that rate for every model, whose window is then about ten seconds of it (1,001 cells each), so all
+100,000 are enqueued by `start_sweep`: the expansion-and-enqueue figure of issue 14. Aggregation of
+100,000 cells is timed by benchmarks/bench_aggregate.py. SIMULATED.
 """
 
 from __future__ import annotations
@@ -65,6 +67,8 @@ def main() -> None:
     ap.add_argument("--models", type=int, default=100)
     ap.add_argument("--conditions", default="A")
     ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--rate-per-min", type=float, default=None,
+                    help="a declared rate for every model (its release window follows it)")
     ap.add_argument("--worker-seconds", type=float, default=60.0)
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
@@ -76,7 +80,8 @@ def main() -> None:
         make_fixtures(work / "fixtures", args.fixtures)
         with sim_process(log=work / "sim.log") as sim_url, distributed_services() as (_db, env):
             spec = write_spec(work / "spec.yaml", sim_url, work / "fixtures", conditions=conditions,
-                              repeats=args.repeats, models=args.models)
+                              repeats=args.repeats, models=args.models,
+                              limits={"requests_per_min": args.rate_per_min} if args.rate_per_min else None)
             started = time.monotonic()
             proc = subprocess.run([sys.executable, "-c", COORDINATOR, str(spec)], cwd=REPO, env=env,
                                   capture_output=True, text=True, timeout=1800)
@@ -96,7 +101,7 @@ def main() -> None:
     cells = args.fixtures * args.models * len(conditions) * args.repeats
     emit("scale", {
         "machine_before": before, "cells": cells, "shape": f"{args.fixtures} fixtures x {args.models} models x "
-        f"{len(conditions)} conditions x {args.repeats} repeats",
+        f"{len(conditions)} conditions x {args.repeats} repeats", "rate_per_min": args.rate_per_min,
         **{k: round(v, 2) if isinstance(v, float) else v for k, v in coordinator.items()},
         "queued_messages_after_start": depth, "worker_rss_samples": samples,
         "aggregation": "see benchmarks/bench_aggregate.py",
