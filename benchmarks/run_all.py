@@ -34,7 +34,7 @@ FULL = {
     "roundtrips": ["bench_roundtrips.py"],
     "throughput": ["bench_throughput.py"],
     "limiter": ["bench_limiter.py"],
-    "scale": ["bench_scale.py"],
+    "scale": ["bench_scale.py", "--rate-per-min", "6000"],  # every cell released at the start
     "scaleout": ["bench_scaleout.py"],
     "aggregate": ["bench_aggregate.py", "--cells", "100000", "--backend", "both"],
     "startup": ["bench_startup.py"],
