@@ -78,6 +78,15 @@ def run_once(python: str, spec: Path, db: str, threads: int, cache: str = "off")
             "load_1m_before": round(load, 2), "machine_cpu": phases}
 
 
+def _medians(runs: list[dict]) -> dict:
+    """The median of each figure of `run_once` over runs of one code version and cache setting."""
+    cpu = [r["machine_cpu"] for r in runs]
+    return {**{k: statistics.median(r[k] for r in runs)
+               for k in ("wall_s", "cpu_s", "span_s", "outside_calls_s", "peak_rss_mb")},
+            "machine_cpu": {phase: {k: statistics.median(c[phase][k] for c in cpu) for k in cpu[0][phase]}
+                            for phase in cpu[0]}}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--prompts", type=int, default=1000)
@@ -112,14 +121,8 @@ def main() -> None:
                         runs.append({"code": name, "cache": cache, "round": i,
                                      **run_once(python, spec, db, args.threads, folder)})
                         print(runs[-1], file=sys.stderr, flush=True)
-    medians = {f"{name} {cache}": {k: statistics.median(r[k] for r in runs if r["code"] == name and r["cache"] == cache)
-                                   for k in ("wall_s", "cpu_s", "span_s", "outside_calls_s", "peak_rss_mb")}
+    medians = {f"{name} {cache}": _medians([r for r in runs if r["code"] == name and r["cache"] == cache])
                for name in pythons for cache in caches}
-    for key in medians:
-        name, cache = key.split()
-        mine = [r["machine_cpu"] for r in runs if r["code"] == name and r["cache"] == cache]
-        medians[key]["machine_cpu"] = {phase: {k: statistics.median(m[phase][k] for m in mine) for k in mine[0][phase]}
-                                       for phase in mine[0]}
     emit("command", {"machine_before": before, "prompts": args.prompts, "models": args.models, "threads": args.threads,
                      "latency_ms": args.latency_ms,
                      "runs": runs, "medians": medians}, args.out)
