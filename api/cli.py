@@ -81,10 +81,10 @@ def run(
     Subset options change the spec before it is validated and sealed (docs/SPEC.md, "Running a subset")."""
     from afpbench.workers.errors import RunCancelled
     from afpbench.workers.memory import freeze_what_is_loaded
+    from afpbench.workers.runs import attempts_count, check_services, start_sweep, wait_for
     from afpbench.workers.settings import get_settings
     from afpbench.workers.sim.local import needs_local_sim, start_local_sim
     from afpbench.workers.store.db import size_pool
-    from afpbench.workers.sweeps.runs import attempts_count, check_services, start_sweep, wait_for
     from afpbench.workers.sweeps.spec import demo_spec, load_spec
 
     settings = get_settings()
@@ -163,8 +163,8 @@ def _exit_cancelled(stack: ExitStack, sweep_id: str, exc: Exception) -> None:
     in flight to record themselves), record the tries still in flight as abandoned, and exit 4 now.
     os._exit, because a pool thread still blocked in a slow provider call (minutes on a CPU model)
     would otherwise keep the interpreter alive until its read timeout."""
+    from afpbench.workers.runs import abandon_in_flight
     from afpbench.workers.store.db import dispose_engines
-    from afpbench.workers.sweeps.runs import abandon_in_flight
 
     stack.close()
     abandoned = abandon_in_flight(sweep_id)

@@ -44,9 +44,9 @@ def register(app: typer.Typer) -> None:
         """Re-send every unfinished cell of a sweep (after a crash, a broker restart or a cancel); a sweep
         with nothing left to run is completed and its summary recomputed. Embedded mode has no worker
         but this process's: the cells run here, as `afpbench run` ran them."""
+        from afpbench.workers.runs import progress
+        from afpbench.workers.runs import resume as resume_sweep
         from afpbench.workers.settings import get_settings
-        from afpbench.workers.sweeps.runs import progress
-        from afpbench.workers.sweeps.runs import resume as resume_sweep
 
         if get_settings().embedded and not progress(sweep).finished:
             _resume_here(sweep)
@@ -63,7 +63,7 @@ def register(app: typer.Typer) -> None:
     def cancel(sweep: str) -> None:
         """Stop a sweep: no more cells are released; queued messages find it cancelled, and an
         `afpbench run` waiting for it stops (exit 4). A finished sweep is left as it is (exit 0)."""
-        from afpbench.workers.sweeps.runs import cancel as cancel_sweep
+        from afpbench.workers.runs import cancel as cancel_sweep
 
         done = cancel_sweep(sweep)
         if done.changed:
@@ -84,12 +84,12 @@ def _resume_here(sweep_id: str) -> None:
     from afpbench.api.display import progress_bar
     from afpbench.workers.embedded import embedded_worker
     from afpbench.workers.errors import SweepNotFound
+    from afpbench.workers.runs import resume as resume_sweep
+    from afpbench.workers.runs import wait_for
     from afpbench.workers.settings import get_settings
     from afpbench.workers.sim.local import needs_local_sim, start_local_sim
     from afpbench.workers.store.db import session_scope
     from afpbench.workers.store.models import Sweep
-    from afpbench.workers.sweeps.runs import resume as resume_sweep
-    from afpbench.workers.sweeps.runs import wait_for
     from afpbench.workers.sweeps.spec import parse_spec
 
     settings = get_settings()

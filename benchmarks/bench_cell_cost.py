@@ -71,7 +71,7 @@ publish([("bench.noop", [i], "control") for i in range(int(sys.argv[1]))])
 # Creates the sweep and leaves: its messages are dropped (memory://) or flushed (Redis) before the cells run.
 CREATE = """
 import sys
-from afpbench.workers.sweeps.runs import start_sweep
+from afpbench.workers.runs import start_sweep
 from afpbench.workers.sweeps.spec import load_spec
 print(start_sweep(load_spec(sys.argv[1])))
 """

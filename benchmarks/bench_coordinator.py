@@ -26,7 +26,7 @@ from versions import add_version_options, interpreters
 COORDINATOR = """
 import json, resource, sys, time
 t0, c0 = time.monotonic(), time.process_time()
-from afpbench.workers.sweeps.runs import start_sweep
+from afpbench.workers.runs import start_sweep
 from afpbench.workers.sweeps.spec import load_spec
 from afpbench.workers.store.db import get_engine
 get_engine()

@@ -41,7 +41,7 @@ from harness import (
 COORDINATOR = """
 import json, resource, sys, time
 t0 = time.monotonic()
-from afpbench.workers.sweeps.runs import start_sweep
+from afpbench.workers.runs import start_sweep
 from afpbench.workers.sweeps.spec import load_spec
 from afpbench.workers.store.db import get_engine
 get_engine()

@@ -61,7 +61,7 @@ def make_app() -> Celery:
         task_ignore_result=True,
         result_backend=None,
         # The default for tasks that call no model; execute and score messages carry their own limits,
-        # derived from the sweep's timeouts (workers/cells/time_limits.py).
+        # derived from the sweep's timeouts (workers/sweeps/time_limits.py).
         task_time_limit=settings.task_hard_time_limit_s,
         task_soft_time_limit=soft_before(settings.task_hard_time_limit_s),
         broker_transport_options=transport_options,
@@ -182,7 +182,7 @@ def check_broker(timeout_s: float = 5.0) -> None:
 
 class _Labelled(TypedDict, total=False):
     argsrepr: str  # the message's Flower label (see publish)
-    time_limit: int  # per-message time limits (workers/cells/time_limits.py)
+    time_limit: int  # per-message time limits (workers/sweeps/time_limits.py)
     soft_time_limit: int
 
 

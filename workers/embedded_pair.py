@@ -38,10 +38,11 @@ from sqlalchemy.engine import make_url
 
 from afpbench.workers.celery_app import EXECUTE, Message, divert_publishing, publish_here
 from afpbench.workers.embedded import embedded_worker
+from afpbench.workers.limits.base import Limits
+from afpbench.workers.runs import take_over
 from afpbench.workers.settings import Settings
 from afpbench.workers.store.db import share_sqlite_writer
-from afpbench.workers.sweeps.runs import take_over
-from afpbench.workers.sweeps.spec import Limits, SweepSpec
+from afpbench.workers.sweeps.spec import SweepSpec
 from afpbench.workers.sweeps.two_processes import may_fork
 
 log = logging.getLogger(__name__)

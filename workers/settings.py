@@ -39,7 +39,7 @@ class Settings(BaseSettings):
 
     # Worker and queue timing. Order that must hold: hard limit < visibility timeout < lease expiry.
     # The hard limit is the default of tasks that call no model (aggregate, reconcile); execute and score
-    # messages carry limits derived from the sweep's timeouts (workers/cells/time_limits.py).
+    # messages carry limits derived from the sweep's timeouts (workers/sweeps/time_limits.py).
     task_hard_time_limit_s: int = 600
     visibility_timeout_s: int = 3600
     lease_expiry_s: int = 3900

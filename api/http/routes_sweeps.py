@@ -25,11 +25,11 @@ from afpbench.api.http.schemas import (
 from afpbench.api.report import render_report
 from afpbench.fixtures.loader import FixtureError
 from afpbench.reference.loader import ReferenceFileError
+from afpbench.workers import runs
 from afpbench.workers.cells.finish import aggregate_now
 from afpbench.workers.errors import PreflightError
 from afpbench.workers.results import aggregation
 from afpbench.workers.store.models import Cell, Sweep, SweepStatus
-from afpbench.workers.sweeps import runs
 
 # Heavy modules (aggregation, reports) are imported here, not on first use: an import in a request
 # thread competes for the GIL with the embedded worker's threads and can take many times longer.

@@ -19,10 +19,10 @@ from afpbench.api.viewer.chrome import logout_form
 from afpbench.api.viewer.forest import forest_plot
 from afpbench.api.viewer.routing import ViewerRoute
 from afpbench.scoring.rates import EXCLUDED
+from afpbench.workers import runs
 from afpbench.workers.results import aggregation
 from afpbench.workers.results.summary import PairedComparison, SweepSummary
 from afpbench.workers.store.models import Cell, Phase, Sweep, saved_id
-from afpbench.workers.sweeps import runs
 
 router = APIRouter(route_class=ViewerRoute, dependencies=Viewer)
 CELL_ROWS = 500

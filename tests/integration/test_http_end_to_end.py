@@ -19,9 +19,9 @@ import requests
 
 from afpbench.api.http.app import create_app, route_table
 from afpbench.api.http.door import PUBLIC_PATHS
+from afpbench.workers.limits.base import Limits
 from afpbench.workers.limits.in_redis import RedisLimiter
 from afpbench.workers.sim.server import FaultConfig, SimConfig, SimServer
-from afpbench.workers.sweeps.spec import Limits
 from tests.conftest import REPO
 from tests.integration.workers_helper import running_workers, service_env
 from tests.serving import free_port, serve_process

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
+from afpbench.workers.limits.base import Limits
 from afpbench.workers.limits.in_redis import RedisLimiter
-from afpbench.workers.sweeps.spec import Limits
 
 pytestmark = pytest.mark.integration
 

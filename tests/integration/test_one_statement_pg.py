@@ -65,8 +65,8 @@ def _events(base_url: str) -> dict:
     from afpbench.workers.cells.claim import Claimed, claim_cell, load_cell
     from afpbench.workers.cells.conversation import converse
     from afpbench.workers.cells.execution import Finished, _record, execute_cell
-    from afpbench.workers.cells.lease import hold_execution
     from afpbench.workers.cells.retry import RetryPolicy
+    from afpbench.workers.store.lease import hold_execution
 
     lost = _one_cell(base_url)
     assert isinstance(claim_cell(lost, "killed-worker", LEASE_S, 5), Claimed)

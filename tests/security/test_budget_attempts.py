@@ -69,8 +69,8 @@ CREATE TRIGGER afp_test_refuse BEFORE UPDATE ON attempt FOR EACH ROW EXECUTE FUN
 def one_cell(postgres_url, settings_env):
     """Start a one-cell sweep (P01, condition A) against `base_url`; returns (sweep id, cell id)."""
     settings_env(AFP_DATABASE_URL=postgres_url, AFP_BROKER_URL="memory://", AFP_MAX_ATTEMPTS=str(MAX_ATTEMPTS))
+    from afpbench.workers.runs import start_sweep
     from afpbench.workers.store.db import get_engine
-    from afpbench.workers.sweeps.runs import start_sweep
     from afpbench.workers.sweeps.spec import parse_spec
 
     with get_engine().begin() as conn:

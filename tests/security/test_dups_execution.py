@@ -96,8 +96,8 @@ def test_a_stale_holder_renews_nothing_sends_nothing_and_its_attempt_says_so(gat
     from afpbench.workers.cells.claim import claim, load_cell
     from afpbench.workers.cells.conversation import converse
     from afpbench.workers.cells.execution import Finished, record_not_sent
-    from afpbench.workers.cells.lease import hold_execution, keeper
     from afpbench.workers.store.db import transaction
+    from afpbench.workers.store.lease import hold_execution, keeper
     from afpbench.workers.store.models import Cell, utcnow
 
     _, cell_id = create_one_cell_sweep(one_cell_spec(gate, judged=False))
@@ -130,8 +130,8 @@ def test_the_keeper_renews_a_hold_added_while_it_sleeps_for_an_earlier_one(gate)
     hold due before its next wake-up (not once per cell), so a hold added while it sleeps for an earlier
     one must still be renewed, on the round that renews the earlier one or the next."""
     from afpbench.workers.cells.claim import claim
-    from afpbench.workers.cells.lease import hold_execution
     from afpbench.workers.store.db import transaction
+    from afpbench.workers.store.lease import hold_execution
 
     _, first_id = create_one_cell_sweep(one_cell_spec(gate, judged=False))
     _, second_id = create_one_cell_sweep(one_cell_spec(gate, judged=False))

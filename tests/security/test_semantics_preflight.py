@@ -12,7 +12,7 @@ import logging
 import pytest
 
 from afpbench.workers.errors import PreflightError
-from afpbench.workers.providers.preflight import preflight
+from afpbench.workers.sweeps.endpoints import preflight_model as preflight
 from afpbench.workers.sweeps.spec import ModelSpec
 from tests.e2e.test_cli_errors import afpbench, one_line_error, row_count, write_spec
 from tests.security.semantics_server import LoopbackProvider, Reply, listing, reply_json, sample

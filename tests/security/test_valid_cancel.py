@@ -188,13 +188,13 @@ def test_cancel_stops_a_running_afpbench_run(tmp_path):
 def test_judging_does_not_go_on_after_cancel(settings_env, sqlite_url, sim):
     """Rule: the score task checks the sweep's status as execute does: after a cancel a score message
     asks no judge and writes no result; after resume the cell is judged."""
+    from afpbench.workers import runs
     from afpbench.workers.celery_app import QUEUES
     from afpbench.workers.celery_app import app as celery_app
     from afpbench.workers.cells.execution import ScoreNext, execute_cell
     from afpbench.workers.grading.scorer import NotScored, Scored, score_cell
     from afpbench.workers.store.db import session_scope
     from afpbench.workers.store.models import Cell, Result
-    from afpbench.workers.sweeps import runs
     from afpbench.workers.sweeps.spec import parse_spec
 
     settings_env(AFP_DATABASE_URL=sqlite_url, AFP_BROKER_URL="memory://")
@@ -228,12 +228,12 @@ def test_a_cancelled_sweeps_cell_is_never_claimed(settings_env, sqlite_url, sim)
     claim itself refuses a cancelled sweep's cell (no status read of its own per cell): a cancel that
     lands between a task's read of the cell and its claim leaves the cell unclaimed, no attempt row and
     no request; after resume the same claim succeeds."""
+    from afpbench.workers import runs
     from afpbench.workers.celery_app import QUEUES
     from afpbench.workers.celery_app import app as celery_app
     from afpbench.workers.cells.claim import Claimed, claim
     from afpbench.workers.store.db import session_scope, transaction
     from afpbench.workers.store.models import Attempt, Cell
-    from afpbench.workers.sweeps import runs
     from afpbench.workers.sweeps.spec import parse_spec
 
     settings_env(AFP_DATABASE_URL=sqlite_url, AFP_BROKER_URL="memory://")
@@ -264,12 +264,12 @@ def test_a_cancel_between_read_and_claim_finishes_the_message_at_once(settings_e
     """Rule: a cancelled sweep's message ends without a try. When the cancel lands after the task read
     the cell (status still running) and before its claim, the refused claim is told from a cell another
     worker holds: the message finishes "sweep cancelled" at once instead of coming back in 5 s."""
+    from afpbench.workers import runs
     from afpbench.workers.celery_app import QUEUES
     from afpbench.workers.celery_app import app as celery_app
     from afpbench.workers.cells import execution
     from afpbench.workers.store.db import session_scope
     from afpbench.workers.store.models import Attempt, Cell
-    from afpbench.workers.sweeps import runs
     from afpbench.workers.sweeps.spec import parse_spec
 
     settings_env(AFP_DATABASE_URL=sqlite_url, AFP_BROKER_URL="memory://")

@@ -14,16 +14,17 @@ import yaml
 
 from afpbench.workers.cells.conversation import INCOMPLETE, converse
 from afpbench.workers.cells.retry import RetryPolicy
-from afpbench.workers.limits.base import pool_of
+from afpbench.workers.limits.base import Limits
 from afpbench.workers.limits.in_memory import InMemoryLimiter
 from afpbench.workers.limits.shared import get_limiter
-from afpbench.workers.providers.endpoints import endpoint_for
 from afpbench.workers.providers.types import OutcomeClass
 from afpbench.workers.sim.faults import Fault, FaultConfig, draw_fault
 from afpbench.workers.sim.server import SimConfig, SimServer
 from afpbench.workers.store.models import Cell
+from afpbench.workers.sweeps.endpoints import endpoint_for
 from afpbench.workers.sweeps.inputs import load_inputs
-from afpbench.workers.sweeps.spec import Limits, parse_spec
+from afpbench.workers.sweeps.pools import pool_of
+from afpbench.workers.sweeps.spec import parse_spec
 from tests.conftest import REPO
 
 # Calculator calls of each canned P08 answer (the sim picks one per cell key).

@@ -18,8 +18,8 @@ from afpbench.api.report import render_report
 from afpbench.scoring.balance import ALPHA, balance_test, exclusion_balance, share_of
 from afpbench.scoring.rates import EXCLUDED, UNFINISHED
 from afpbench.workers.results.aggregation import snapshot
+from afpbench.workers.runs import progress
 from afpbench.workers.store.db import session_scope
-from afpbench.workers.sweeps.runs import progress
 from afpbench.workers.sweeps.spec import parse_spec
 from tests.unit.sweep_builder import CellMaker, make_sweep
 

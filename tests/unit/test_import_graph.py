@@ -1,5 +1,6 @@
 """The house's shape (docs/ARCHITECTURE.md): imports flow api -> workers -> scoring -> fixtures/reference,
-the import graph has no circle, and only the Celery app and the front doors import the task module.
+inside workers/ its sub-packages and top-level modules import only down the order below, the import graph
+has no circle, and only the Celery app and the front doors import the task module.
 
 Every import counts, function-local ones included: a local import that hides a circle is still a circle.
 """
@@ -17,6 +18,22 @@ TASKS = "afpbench.workers.tasks"
 # worker, and the front doors. Everything else sends by registered name (afpbench.workers.celery_app).
 MAY_IMPORT_TASKS = ("afpbench.workers.celery_app", "afpbench.api.")
 LAYER = {"reference": 0, "fixtures": 1, "scoring": 2, "workers": 3, "api": 4}
+# The order inside workers/, lowest first (the table "Order inside workers/" in docs/ARCHITECTURE.md): each
+# sub-package or top-level module may import its own rank and those below it, never one above.
+WORKERS_ORDER: tuple[tuple[str, ...], ...] = (
+    ("settings", "errors", "redact", "memory", "spec_values"),
+    ("store",),
+    ("limits",),
+    ("providers",),
+    ("celery_app", "message_replay", "memory_broker"),
+    ("sweeps",),
+    ("sim", "localmodel"),
+    ("results",),
+    ("grading",),
+    ("cells",),
+    ("runs",),
+    ("tasks", "embedded", "embedded_pair"),
+)
 
 
 def _modules() -> dict[str, Path]:
@@ -121,6 +138,75 @@ def test_imports_flow_one_way_between_the_top_packages():
             if LAYER[t.split(".")[1]] > layer:
                 wrong.append(f"{mod} -> {t}")
     assert wrong == []
+
+
+def _workers_unit(module: str) -> str | None:
+    """The sub-package or top-level module of workers/ a module belongs to (None: not in workers/, or
+    workers/__init__ itself)."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "workers" else None
+
+
+def upward_imports(graph: dict[str, set[str]], order: tuple[tuple[str, ...], ...]) -> list[str]:
+    """Every import from a workers/ unit into a unit of a higher rank; an unranked unit is reported too."""
+    rank = {unit: i for i, units in enumerate(order) for unit in units}
+    wrong = []
+    for mod, targets in sorted(graph.items()):
+        here = _workers_unit(mod)
+        for t in sorted(targets):
+            there = _workers_unit(t)
+            if here is None or there is None or here == there:
+                continue
+            if here not in rank or there not in rank:
+                wrong.append(f"{mod} -> {t} (unranked: add it to WORKERS_ORDER)")
+            elif rank[there] > rank[here]:
+                wrong.append(f"{mod} -> {t}")
+    return wrong
+
+
+def test_every_workers_sub_package_and_module_has_a_rank():
+    units = {u for u in map(_workers_unit, _modules()) if u is not None}
+    ranked = [u for units in WORKERS_ORDER for u in units]
+    assert len(ranked) == len(set(ranked)), "a unit is ranked twice"
+    assert sorted(units - set(ranked)) == [], "new in workers/: give it a rank in WORKERS_ORDER"
+    assert sorted(set(ranked) - units) == [], "ranked but gone from workers/"
+
+
+def test_workers_sub_packages_import_only_downwards():
+    """Function-local imports count (the graph holds every import statement)."""
+    assert upward_imports(_graph(), WORKERS_ORDER) == []
+
+
+def test_the_order_check_refuses_one_upward_import():
+    """The checker itself: one import from the store up to the cells is refused, named with both ends;
+    imports down the order, within one sub-package and within one rank are let through."""
+    graph = {
+        "afpbench.workers.cells.claim": {"afpbench.workers.store.db", "afpbench.workers.cells.completion",
+                                         "afpbench.scoring.states"},
+        "afpbench.workers.store.db": {"afpbench.workers.settings", "afpbench.workers.errors"},
+        "afpbench.workers.settings": {"afpbench.workers.redact"},
+        "afpbench.workers.tasks": {"afpbench.workers.embedded", "afpbench.workers.cells.claim"},
+    }
+    assert upward_imports(graph, WORKERS_ORDER) == []
+    graph["afpbench.workers.store.models"] = {"afpbench.workers.cells.claim"}
+    assert upward_imports(graph, WORKERS_ORDER) == ["afpbench.workers.store.models -> afpbench.workers.cells.claim"]
+
+
+def test_an_unranked_workers_unit_is_refused():
+    graph = {"afpbench.workers.newjob.thing": {"afpbench.workers.store.db"}}
+    assert upward_imports(graph, WORKERS_ORDER) == [
+        "afpbench.workers.newjob.thing -> afpbench.workers.store.db (unranked: add it to WORKERS_ORDER)"]
+
+
+_ORDER_ROW = re.compile(r"^\| (\d+) \| ([^|]+) \|", re.MULTILINE)
+
+
+def test_the_architecture_page_shows_the_same_order():
+    """docs/ARCHITECTURE.md's order table lists each rank's units, highest rank first, as WORKERS_ORDER has them."""
+    text = (REPO / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    section = text.split("### Order inside workers/", 1)[1].split("\n#", 1)[0]
+    rows = {int(n): sorted(re.findall(r"`workers/(\w+)", units)) for n, units in _ORDER_ROW.findall(section)}
+    assert rows == {i + 1: sorted(units) for i, units in enumerate(WORKERS_ORDER)}
 
 
 # It imports the unrelated `fixtures` project from PyPI on purpose, to show it lives beside ours.

@@ -28,7 +28,6 @@ from afpbench.scoring.judge import (
 from afpbench.workers.errors import SpecError
 from afpbench.workers.grading.judges import call_judge, judgement_response, judgement_text
 from afpbench.workers.providers.anthropic import AnthropicAdapter
-from afpbench.workers.providers.endpoints import endpoint_for
 from afpbench.workers.providers.gemini import GeminiAdapter
 from afpbench.workers.providers.openai_compat import OpenAICompatAdapter
 from afpbench.workers.providers.registry import adapter_for
@@ -36,6 +35,7 @@ from afpbench.workers.providers.structured import gemini_schema
 from afpbench.workers.providers.types import ChatRequest, Endpoint, OutcomeClass
 from afpbench.workers.sim.canned import load_canned
 from afpbench.workers.sim.server import SimConfig, SimServer
+from afpbench.workers.sweeps.endpoints import endpoint_for
 from afpbench.workers.sweeps.spec import ModelSpec, load_spec
 from tests.unit.conftest import make_fixture
 

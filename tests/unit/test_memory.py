@@ -89,7 +89,7 @@ def test_a_run_s_threads_share_two_malloc_arenas_and_an_operator_setting_wins():
 # collector's generations, which is what every full collection visits.
 _FREEZE_PROBE = """
 import gc
-import afpbench.api.cli, afpbench.workers.sweeps.runs, afpbench.workers.embedded_pair  # the run command's imports
+import afpbench.api.cli, afpbench.workers.runs, afpbench.workers.embedded_pair  # the run command's imports
 from afpbench.workers.memory import freeze_what_is_loaded
 
 before = len(gc.get_objects())

@@ -6,10 +6,9 @@ import pytest
 
 from afpbench.scoring.states import ResultState
 from afpbench.workers.cells.retry import RetryPolicy
-from afpbench.workers.limits.base import pool_key
+from afpbench.workers.limits.base import Limits, pool_key
 from afpbench.workers.limits.in_memory import InMemoryLimiter
 from afpbench.workers.providers.types import OutcomeClass
-from afpbench.workers.sweeps.spec import Limits
 
 
 @pytest.mark.parametrize("outcome", [OutcomeClass.answer, OutcomeClass.tool_call, OutcomeClass.truncated])

@@ -32,7 +32,7 @@ def _python(code: str, **env: str) -> subprocess.CompletedProcess:
 
 def test_importing_the_embedded_run_path_loads_no_redis_and_no_alembic(tmp_path):
     run = _python(f"""
-        import afpbench.api.cli, afpbench.workers.sweeps.runs, afpbench.workers.embedded
+        import afpbench.api.cli, afpbench.workers.runs, afpbench.workers.embedded
         import afpbench.workers.tasks, afpbench.workers.sim.local
         print(loaded({NOT_ON_THE_EMBEDDED_PATH!r}))
     """, AFP_DATABASE_URL=f"sqlite:///{tmp_path / 'x.db'}", AFP_BROKER_URL="memory://localhost/")

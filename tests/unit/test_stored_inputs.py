@@ -12,7 +12,6 @@ from sqlalchemy import delete, event, func, select, update
 
 from afpbench.fixtures.loader import FixtureError, FixtureFile, parse_fixture, read_fixture_files
 from afpbench.fixtures.schema import Fixture
-from afpbench.workers.cells.time_limits import requests_per_try
 from afpbench.workers.settings import Settings
 from afpbench.workers.store.db import get_engine, session_scope
 from afpbench.workers.store.models import Sweep, SweepFixture
@@ -23,6 +22,7 @@ from afpbench.workers.sweeps.fixture_map import LazyFixtures
 from afpbench.workers.sweeps.inputs import inputs_for, inputs_for_sweep, inputs_from_stored, load_inputs, remember
 from afpbench.workers.sweeps.spec import parse_spec
 from afpbench.workers.sweeps.stored_fixtures import StoredFixtureFiles, stored_files
+from afpbench.workers.sweeps.time_limits import requests_per_try
 
 PILOT_IDS = [f"P0{i}" for i in range(1, 9)]
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from kombu import Queue
 
-from afpbench.workers.cells.time_limits import (
+from afpbench.workers.settings import Settings, soft_before
+from afpbench.workers.sweeps.inputs import load_inputs
+from afpbench.workers.sweeps.spec import parse_spec
+from afpbench.workers.sweeps.time_limits import (
     CONNECT_S,
     MARGIN_S,
     ceiling_s,
@@ -13,9 +16,6 @@ from afpbench.workers.cells.time_limits import (
     scoring_limits,
     sweep_execution_limits,
 )
-from afpbench.workers.settings import Settings, soft_before
-from afpbench.workers.sweeps.inputs import load_inputs
-from afpbench.workers.sweeps.spec import parse_spec
 
 
 def _spec(timeout_s: float, fixtures: list[str], judges: list[dict] | None = None):
@@ -60,7 +60,7 @@ def test_released_execute_messages_carry_the_derived_limits(settings_env, tmp_pa
     settings = settings_env(AFP_DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite'}", AFP_MAX_TOOL_ROUNDS="3")
     from afpbench.workers.celery_app import app
     from afpbench.workers.providers.families import exec_queue, provider
-    from afpbench.workers.sweeps.runs import start_sweep
+    from afpbench.workers.runs import start_sweep
 
     spec = _spec(700, ["P08"])
     start_sweep(spec, check_endpoints=False)  # no worker: the messages stay on the in-memory broker

@@ -25,19 +25,20 @@ from afpbench.fixtures.schema import NumericSpec
 from afpbench.scoring.calculator import CalculatorError, evaluate, shown_result
 from afpbench.scoring.render import render
 from afpbench.workers.cells.claim import CellRow
-from afpbench.workers.cells.lease import Hold
-from afpbench.workers.cells.time_limits import slot_lease_s, sweep_execution_limits
-from afpbench.workers.limits.base import Grant, Limiter, pool_limits, pool_of
+from afpbench.workers.limits.base import Grant, Limiter, Limits
 from afpbench.workers.limits.shared import get_limiter
-from afpbench.workers.providers.endpoints import endpoint_for
 from afpbench.workers.providers.registry import adapter_for
 from afpbench.workers.providers.types import AdapterResult, ChatRequest, OutcomeClass, failure_result
 from afpbench.workers.settings import get_settings
+from afpbench.workers.store.lease import Hold
 from afpbench.workers.store.lossless import body_record
 from afpbench.workers.store.models import Cell
+from afpbench.workers.sweeps.endpoints import endpoint_for
 from afpbench.workers.sweeps.inputs import SweepInputs
+from afpbench.workers.sweeps.pools import pool_limits, pool_of
 from afpbench.workers.sweeps.progress import is_cancelled
-from afpbench.workers.sweeps.spec import Limits, ModelSpec
+from afpbench.workers.sweeps.spec import ModelSpec
+from afpbench.workers.sweeps.time_limits import slot_lease_s, sweep_execution_limits
 
 INCOMPLETE = "tool conversation incomplete"
 # Outcomes of a later round that lose the conversation (the cell retries); the others keep their own
@@ -123,7 +124,7 @@ def converse(
 ) -> tuple[AdapterResult, list[dict], list[dict], dict]:
     """All rounds of one try. Returns the last result, round records, tool-call records, token sums.
 
-    `hold` is the claim's lease (lease.py): once it is lost, no further round is sent. `holding` is the
+    `hold` is the claim's lease (store/lease.py): once it is lost, no further round is sent. `holding` is the
     in-flight lease execute_cell took for round one; it covers every round."""
     settings = get_settings()
     fixture = inputs.fixtures[cell.fixture_id]
@@ -156,7 +157,7 @@ def converse(
         if round_no > 1:
             # The thread pool does not enforce Celery's hard time limit, so the conversation does: a
             # round that could overrun it (waiting for its slot included) is not started. The limit is the
-            # one its execute message carries (time_limits.py), not a constant a raised timeout_s outgrows.
+            # one its execute message carries (sweeps/time_limits.py), not a constant a raised timeout_s outgrows.
             hard_limit_s = sweep_execution_limits(inputs, model, settings).hard_s
             spare = (hard_limit_s - (time.monotonic() - started)
                      - endpoint.connect_timeout_s - endpoint.timeout_s)

@@ -18,13 +18,13 @@ from sqlalchemy import func, update
 from sqlmodel import Session, col, select
 
 from afpbench.workers.celery_app import EXECUTE, SCORE, publish
-from afpbench.workers.cells.time_limits import scoring_limits, sweep_execution_limits
 from afpbench.workers.providers.families import exec_queue, provider
 from afpbench.workers.settings import get_settings
 from afpbench.workers.store.db import session_scope
 from afpbench.workers.store.models import Cell, Phase, Sweep, SweepStatus, utcnow
 from afpbench.workers.sweeps.inputs import inputs_for
 from afpbench.workers.sweeps.spec import ModelSpec
+from afpbench.workers.sweeps.time_limits import scoring_limits, sweep_execution_limits
 
 DEFAULT_WINDOW = 1000  # shared by a sweep's models without a declared request rate
 WINDOW_SECONDS = 10.0
@@ -74,7 +74,7 @@ def release(sweep_id: str) -> int:
     the models with room, the messages sent after its commit: what a release holds in memory is the
     windows' free room (bounded: the unpaced models share one window). One transaction a model cost a
     sweep of 100 models a hundred write transactions at every top-up. Each message carries its model's
-    task time limits (derived from its timeout_s and tool rounds, workers/cells/time_limits.py)."""
+    task time limits (derived from its timeout_s and tool rounds, workers/sweeps/time_limits.py)."""
     settings = get_settings()
     with session_scope() as session:
         status = session.exec(select(Sweep.status).where(Sweep.id == sweep_id)).first()

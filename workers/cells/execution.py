@@ -35,22 +35,22 @@ from afpbench.workers.cells.claim import (
 from afpbench.workers.cells.completion import any_open
 from afpbench.workers.cells.conversation import converse, estimate_tokens, sent_rounds
 from afpbench.workers.cells.dispatch import top_up
-from afpbench.workers.cells.lease import hold_execution
 from afpbench.workers.cells.retry import RetryPolicy, Verdict
-from afpbench.workers.cells.time_limits import TaskLimits, scoring_limits, slot_lease_s
 from afpbench.workers.grading.scorer import done_values, evidence_for, result_values
-from afpbench.workers.limits.base import pool_limits, pool_of
 from afpbench.workers.limits.shared import get_limiter
-from afpbench.workers.providers.endpoints import endpoint_for
 from afpbench.workers.providers.types import AdapterResult
 from afpbench.workers.redact import mask_secrets
 from afpbench.workers.settings import get_settings
 from afpbench.workers.store.db import autocommitted, for_reads, get_engine, transaction
+from afpbench.workers.store.lease import hold_execution
 from afpbench.workers.store.lossless import fit, storable, storable_text
 from afpbench.workers.store.models import Phase, Result, SweepStatus, as_utc, utcnow
+from afpbench.workers.sweeps.endpoints import endpoint_for
 from afpbench.workers.sweeps.inputs import SweepInputs
+from afpbench.workers.sweeps.pools import pool_limits, pool_of
 from afpbench.workers.sweeps.progress import is_cancelled
 from afpbench.workers.sweeps.spec import ModelSpec
+from afpbench.workers.sweeps.time_limits import TaskLimits, scoring_limits, slot_lease_s
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +132,7 @@ def execute_cell(
             return Finished(None, "sweep cancelled")
         return RetryLater(5.0, "claimed by another worker")
     # The claim's lease (AFP_LEASE_EXPIRY_S, longer than the broker's visibility timeout) is renewed
-    # while the try runs (lease.py): a duplicate of this message, or the broker's redelivery of it,
+    # while the try runs (store/lease.py): a duplicate of this message, or the broker's redelivery of it,
     # finds the cell held however long the call takes on a loaded machine.
     with hold_execution(cell_id, claimed.number) as hold:
         try:

@@ -49,7 +49,7 @@ def _lease_expired(now: datetime) -> ColumnElement[bool]:
 def expire_overlong_leases(sweep_id: str) -> int:
     """No lease reaches further ahead than AFP_LEASE_EXPIRY_S, whatever its holder asked for (a scorer
     of an older version claimed for 15 minutes, or the setting was lowered since): such a lease is cut
-    back to now + AFP_LEASE_EXPIRY_S. A live holder renews its lease to exactly that (lease.py), so this
+    back to now + AFP_LEASE_EXPIRY_S. A live holder renews its lease to exactly that (store/lease.py), so this
     never shortens a live lease below what its holder keeps renewing, and the reconciler never takes a
     live lease over: only a lease that runs out (its holder stopped renewing) frees the cell."""
     now = utcnow()

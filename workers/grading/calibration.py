@@ -16,8 +16,8 @@ from afpbench.reference.loader import load_judge_prompt
 from afpbench.scoring.judge import Judgement, build_judge_messages, read_judgement
 from afpbench.scoring.verdict import PassRule
 from afpbench.workers.grading.judges import call_judge, judgement_response
-from afpbench.workers.providers.preflight import preflight
 from afpbench.workers.sim.canned import load_canned
+from afpbench.workers.sweeps.endpoints import preflight_model
 from afpbench.workers.sweeps.spec import ModelSpec
 
 
@@ -70,7 +70,7 @@ def calibrate(
     check_endpoint: bool = True,
 ) -> CalibrationReport:
     if check_endpoint:
-        preflight(judge)
+        preflight_model(judge)
     fixtures = {fx.id: fx for fx in load_fixtures(fixtures_dir)}
     canned = load_canned(fixtures_dir)
     prompt = load_judge_prompt(judge_prompt_path)

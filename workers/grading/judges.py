@@ -26,22 +26,20 @@ from afpbench.scoring.judge import (
     judgement_schema,
 )
 from afpbench.scoring.judge_reply import JudgeReply, read_reply, retry_messages
-from afpbench.workers.cells.time_limits import judge_slot_wait_s, slot_lease_s
 from afpbench.workers.errors import JudgeUnavailable
-from afpbench.workers.limits.base import pool_limits, pool_of
+from afpbench.workers.limits.base import Limits
 from afpbench.workers.limits.shared import get_limiter
-from afpbench.workers.providers.endpoints import endpoint_for
 from afpbench.workers.providers.registry import adapter_for
 from afpbench.workers.providers.types import AdapterResult, ChatRequest, OutcomeClass, ResponseSchema, Usage
 from afpbench.workers.store.lossless import storable_text
-from afpbench.workers.store.models import Cell, saved_id
+from afpbench.workers.store.models import CALL_FAILED, Cell, saved_id
 from afpbench.workers.store.models import Judgement as JudgementRow
+from afpbench.workers.sweeps.endpoints import endpoint_for
 from afpbench.workers.sweeps.inputs import SweepInputs
+from afpbench.workers.sweeps.pools import pool_limits, pool_of
 from afpbench.workers.sweeps.progress import is_cancelled
-from afpbench.workers.sweeps.spec import Limits, ModelSpec
-
-# How a judgement row records a call that got no answer (workers/results/exclusions.py counts them).
-CALL_FAILED = "judge call failed"
+from afpbench.workers.sweeps.spec import ModelSpec
+from afpbench.workers.sweeps.time_limits import judge_slot_wait_s, slot_lease_s
 
 
 class JudgingCancelled(Exception):

@@ -19,12 +19,12 @@ from afpbench.scoring.evidence import Evidence, gather_evidence
 from afpbench.scoring.judge import Judgement
 from afpbench.scoring.states import ResultState
 from afpbench.scoring.verdict import DisputeRule, PassRule, Verdict, decide
-from afpbench.workers.cells.lease import hold_scoring
 from afpbench.workers.errors import JudgeUnavailable, RecordNotFound
 from afpbench.workers.grading.judges import JudgingCancelled, judge_round
 from afpbench.workers.providers.types import OutcomeClass
 from afpbench.workers.settings import get_settings
 from afpbench.workers.store.db import session_scope
+from afpbench.workers.store.lease import hold_scoring
 from afpbench.workers.store.models import Attempt, Cell, Phase, Result, Sweep, SweepStatus, utcnow
 from afpbench.workers.store.models import Judgement as JudgementRow
 from afpbench.workers.sweeps.inputs import SweepInputs, inputs_for, validity_for
@@ -54,7 +54,7 @@ class NotScored:
 
 def _claim(session: Session, cell_id: int, worker: str) -> str | None:
     """Move the cell into `scoring` under a lease of AFP_LEASE_EXPIRY_S (renewed while the judges run,
-    lease.py). Returns the claim's owner token, the fence of the result write; None if someone else
+    store/lease.py). Returns the claim's owner token, the fence of the result write; None if someone else
     holds the cell."""
     now = utcnow()
     owner = f"{worker}#{uuid.uuid4().hex[:12]}"  # unique per claim: two scorers in one process differ

@@ -6,8 +6,7 @@ import threading
 import time
 import uuid
 
-from afpbench.workers.limits.base import Grant, Limiter
-from afpbench.workers.sweeps.spec import Limits
+from afpbench.workers.limits.base import Grant, Limiter, Limits
 
 
 class _Bucket:

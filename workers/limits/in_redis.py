@@ -12,8 +12,7 @@ import uuid
 
 import redis
 
-from afpbench.workers.limits.base import Grant, Limiter
-from afpbench.workers.sweeps.spec import Limits
+from afpbench.workers.limits.base import Grant, Limiter, Limits
 
 _ACQUIRE = """
 local t = redis.call('TIME')

@@ -21,96 +21,100 @@ import requests
 
 from afpbench.workers.errors import MissingKey, PreflightError
 from afpbench.workers.providers import anthropic, gemini, openai_compat
-from afpbench.workers.providers.endpoints import endpoint_for
 from afpbench.workers.providers.families import provider
-from afpbench.workers.providers.types import base_url_of, key_for, key_for_quiet
+from afpbench.workers.providers.types import Endpoint, base_url_of, key_for, key_for_quiet
 from afpbench.workers.redact import mask_secrets
-from afpbench.workers.sweeps.spec import ModelSpec
 
 log = logging.getLogger(__name__)
 _ROOT_HINT = "base_url should be the API root, usually ending in /v1"
 
 
-def _probe(model: ModelSpec) -> tuple[str, dict[str, str]]:
+def _family(endpoint: Endpoint) -> str:
+    return provider(endpoint.provider).family
+
+
+def _probe(endpoint: Endpoint) -> tuple[str, dict[str, str]]:
     """The listing URL and auth headers, built from the same API roots the adapters post to."""
-    endpoint = endpoint_for(model)
     key = key_for(endpoint)
     base = base_url_of(endpoint)
     headers: dict[str, str] = {}
-    if model.family == "anthropic":
-        url = f"{anthropic.api_root(base)}/models/{model.model}"
+    if _family(endpoint) == "anthropic":
+        url = f"{anthropic.api_root(base)}/models/{endpoint.model}"
         if key:
             headers = {"x-api-key": key, "anthropic-version": anthropic.API_VERSION}
-    elif model.family == "gemini":
-        url = f"{gemini.api_root(base)}/models/{gemini.model_id(model.model)}"
+    elif _family(endpoint) == "gemini":
+        url = f"{gemini.api_root(base)}/models/{gemini.model_id(endpoint.model)}"
         if key:
             headers = {"x-goog-api-key": key}
     else:
         url = f"{openai_compat.api_root(base)}/models"
         if key:
-            headers = openai_compat.auth_headers(provider(model.provider).auth_header, key)
+            headers = openai_compat.auth_headers(provider(endpoint.provider).auth_header, key)
     return url, headers
 
 
-def preflight(model: ModelSpec, timeout_s: float = 10.0) -> None:
+def preflight(endpoint: Endpoint, name: str, timeout_s: float = 10.0) -> None:
+    """Check one endpoint; `name` is how messages name its model (the spec's display name)."""
     try:
-        url, headers = _probe(model)
+        url, headers = _probe(endpoint)
     except MissingKey as exc:
-        raise PreflightError(f"model {model.display}: {exc}") from None
+        raise PreflightError(f"model {name}: {exc}") from None
     try:
         # Redirects are not followed: a redirect would leave the allowed base URL, and a key in a custom
         # header (x-api-key, api-key) would travel along.
         response = requests.get(url, headers=headers, timeout=timeout_s, allow_redirects=False)
     except requests.RequestException as exc:
         reason = type(exc).__name__
-        raise PreflightError(f"model {model.display}: endpoint {url} unreachable ({reason})") from None
+        raise PreflightError(f"model {name}: endpoint {url} unreachable ({reason})") from None
     # The bare key too, not only the header value ("Bearer <key>"): a server may echo the
     # key alone, and a key with no recognisable shape is then caught by nothing else.
-    secrets = [v for v in (*headers.values(), key_for_quiet(endpoint_for(model))) if v]
+    secrets = [v for v in (*headers.values(), key_for_quiet(endpoint)) if v]
     # Mask first, then cut: a key cut in half is recognised by no mask. The 64 KB window bounds the work.
     body = mask_secrets(response.text[:65536], secrets)[:300].replace("\n", " ")
     # Each refusal is a summary (status, URL, what to check) plus, apart, what the endpoint wrote: the
     # HTTP API answers with the summary only (PreflightError), the CLI prints both.
-    if _key_refused(model, response):
+    if _key_refused(endpoint, response):
         raise PreflightError(
-            f"model {model.display}: {response.status_code} from {url}: the API key was refused "
-            f"(check {model.api_key_env or 'the key variable'})",
+            f"model {name}: {response.status_code} from {url}: the API key was refused "
+            f"(check {endpoint.api_key_env or 'the key variable'})",
             body[:160],
         )
-    problem = _listing_problem(model, url, response)
+    problem = _listing_problem(endpoint, name, url, response)
     if problem:
         summary, detail = problem if isinstance(problem, tuple) else (problem, "")
-        raise PreflightError(f"model {model.display}: {summary}", mask_secrets(detail, secrets))
+        raise PreflightError(f"model {name}: {summary}", mask_secrets(detail, secrets))
 
 
-def _key_refused(model: ModelSpec, response: requests.Response) -> bool:
+def _key_refused(endpoint: Endpoint, response: requests.Response) -> bool:
     if response.status_code in (401, 403):
         return True
     # Gemini answers a bad key with 400 INVALID_ARGUMENT, reason API_KEY_INVALID in its ErrorInfo.
-    return model.family == "gemini" and response.status_code == 400 and "API_KEY_INVALID" in response.text
+    return _family(endpoint) == "gemini" and response.status_code == 400 and "API_KEY_INVALID" in response.text
 
 
-def _listing_problem(model: ModelSpec, url: str, response: requests.Response) -> str | tuple[str, str] | None:
+def _listing_problem(endpoint: Endpoint, name: str, url: str,
+                     response: requests.Response) -> str | tuple[str, str] | None:
     """What is wrong with the endpoint's answer, in one clause; None when the run may go on."""
     status = response.status_code
     if 300 <= status < 400:
         return f"{url} answered {status} (a redirect, not followed): {_ROOT_HINT}"
     if status == 404:
-        if model.family in ("anthropic", "gemini"):
-            return f"unknown model {model.model!r} at {url}"
+        if _family(endpoint) in ("anthropic", "gemini"):
+            return f"unknown model {endpoint.model!r} at {url}"
         return f"no model listing at {url} (HTTP 404): {_ROOT_HINT}"
     if status == 429 or status >= 500:
         log.warning("model %s: preflight %s answered %s; going on (the retry policy bounds it)",
-                    model.display, url, status)
+                    name, url, status)
         return None
     if status >= 400:
         return f"{status} from {url}: the endpoint refused the listing"
-    if model.family != "openai":
+    if _family(endpoint) != "openai":
         return None  # Anthropic and Gemini answered for this very model; the simulator serves any name
-    return _unlisted(model, url, response)
+    return _unlisted(endpoint, name, url, response)
 
 
-def _unlisted(model: ModelSpec, url: str, response: requests.Response) -> str | tuple[str, str] | None:
+def _unlisted(endpoint: Endpoint, name: str, url: str,
+              response: requests.Response) -> str | tuple[str, str] | None:
     try:
         data = response.json().get("data")
         listed = [str(m["id"]) for m in data]
@@ -118,14 +122,15 @@ def _unlisted(model: ModelSpec, url: str, response: requests.Response) -> str | 
         return f"{url} did not answer with a model list ({_content_type(response)}): {_ROOT_HINT}"
     if not listed:
         log.warning("model %s: %s lists no models; the model name cannot be checked before the run",
-                    model.display, url)
+                    name, url)
         return None
-    if not provider(model.provider).lists_models:
+    if not provider(endpoint.provider).lists_models:
         return None
-    if model.model in listed or f"{model.model}:latest" in listed:  # Ollama's default tag
+    if endpoint.model in listed or f"{endpoint.model}:latest" in listed:  # Ollama's default tag
         return None
     # The listing is the endpoint's text: kept apart from the summary, so the HTTP API never returns it.
-    return f"unknown model {model.model!r} at {url}", f"the endpoint lists {', '.join(_nearest(model.model, listed))}"
+    return (f"unknown model {endpoint.model!r} at {url}",
+            f"the endpoint lists {', '.join(_nearest(endpoint.model, listed))}")
 
 
 def _nearest(name: str, listed: list[str]) -> list[str]:

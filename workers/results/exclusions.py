@@ -24,9 +24,8 @@ from sqlalchemy import func
 from sqlmodel import col, select
 
 from afpbench.scoring.states import ResultState
-from afpbench.workers.grading.judges import CALL_FAILED
 from afpbench.workers.store.db import session_scope
-from afpbench.workers.store.models import Cell, Judgement
+from afpbench.workers.store.models import CALL_FAILED, Cell, Judgement
 
 _MAX_GROUPS = 4  # the line names the largest groups; the rest are counted
 

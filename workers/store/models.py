@@ -170,6 +170,11 @@ class Attempt(SQLModel, table=True):
     simulated: bool = False
 
 
+# How a Judgement row's parse_error begins when its call got no answer (written by grading/judges.py,
+# counted by results/exclusions.py): a stored string, so its one home is beside the row.
+CALL_FAILED = "judge call failed"
+
+
 class Judgement(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     cell_id: int = Field(foreign_key="cell.id", index=True)

@@ -1,6 +1,6 @@
 """Where a sweep stands: progress by phase and result state, attempts, the latest sweep.
 
-Read-only and kept apart from runs.py (which sends tasks and so imports Celery): `afpbench status`,
+Read-only and kept apart from workers/runs.py (which sends tasks and so imports Celery): `afpbench status`,
 `cells` and the HTTP API read progress without loading the broker client.
 """
 

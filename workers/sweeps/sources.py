@@ -24,7 +24,7 @@ from afpbench.reference.files import text_problem
 from afpbench.reference.loader import ReferenceFileError
 from afpbench.workers.errors import SettingError, SpecError
 from afpbench.workers.settings import get_settings
-from afpbench.workers.sweeps.spec_values import Line
+from afpbench.workers.spec_values import Line
 
 # Names of catalogue entries: one path segment, never '.' or '..'.
 CATALOGUE_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"

@@ -25,18 +25,19 @@ from pydantic import (
 from afpbench.fixtures.loader import InputFileError, load_yaml, read_input_text
 from afpbench.reference.hashing import json_sha256
 from afpbench.workers.errors import SpecError
+from afpbench.workers.limits.base import Limits
 from afpbench.workers.providers import key_policy
 from afpbench.workers.providers.families import PROVIDERS
 from afpbench.workers.providers.structured import STRUCTURED_OUTPUT_PARAM, param_problem
 from afpbench.workers.providers.url_policy import base_url_problem
 from afpbench.workers.redact import mask_secrets
+from afpbench.workers.spec_values import Count, Line, Number, StrictModel, checked_base_url, refuse_unstorable
 from afpbench.workers.sweeps.sources import (
     FixtureSource,
     InstructionSource,
     JudgePromptSource,
     resolve_spec_paths,
 )
-from afpbench.workers.sweeps.spec_values import Count, Line, Number, checked_base_url, refuse_unstorable
 
 CONDITIONS: tuple[Literal["A", "B", "C", "D"], ...] = ("A", "B", "C", "D")
 NO_JUDGES = ("missing: add judges: [...] or write judges: [] to run without judges: every answered cell "
@@ -58,19 +59,7 @@ _SECRET_FIELD_NAMES = frozenset(
 )
 
 
-class _Strict(BaseModel):
-    # No inf/nan in any typed number, also when written as a string ("inf", ".nan" in YAML, NaN in JSON).
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-
-
-class Limits(_Strict):
-    requests_per_min: Number | None = Field(default=None, gt=0)
-    burst: Count = Field(default=1, ge=1)
-    tokens_per_min: Number | None = Field(default=None, gt=0)
-    max_in_flight: Count | None = Field(default=None, ge=1)
-
-
-class Prices(_Strict):
+class Prices(StrictModel):
     """US dollars per million tokens, as declared by the user (for cost reporting only)."""
 
     input_per_mtok: Number = Field(default=0, ge=0)
@@ -79,7 +68,7 @@ class Prices(_Strict):
     reasoning_per_mtok: Number = Field(default=0, ge=0)
 
 
-class ModelSpec(_Strict):
+class ModelSpec(StrictModel):
     provider: str
     model: Line = Field(min_length=1, max_length=200)
     label: Line | None = Field(default=None, max_length=200)
@@ -164,13 +153,13 @@ class ModelSpec(_Strict):
         return json_sha256(self.identity())[:16]
 
 
-class PassRuleSpec(_Strict):
+class PassRuleSpec(StrictModel):
     no_fatal: Literal[True] = True  # the protocol fixes this part: any fatal is a fail
     min_dimension: Count = Field(default=1, ge=0, le=2)
     min_total: Count = Field(default=6, ge=0, le=8)
 
 
-class DisputeRuleSpec(_Strict):
+class DisputeRuleSpec(StrictModel):
     pass_fail_disagreement: bool = True
     fatal_flag_disagreement: bool = True
     deterministic_fatal_rejected: bool = True
@@ -184,7 +173,7 @@ def _judges_required(schema: dict[str, Any]) -> None:
     schema["required"] = [*schema.get("required", []), "judges"]
 
 
-class SweepSpec(_Strict):
+class SweepSpec(StrictModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra=_judges_required)
 
     name: Line = Field(default="sweep", min_length=1, max_length=200)

@@ -7,14 +7,14 @@ otherwise); each may take the model's connect + read timeout, and each later rou
 AFP_TOOL_ROUND_WAIT_S for its rate slot. A score task makes, per judge, up to max_parse_retries + 1
 calls in each of two judging rounds (the swapped re-judge), each possibly waiting for its pool slot
 first. The limits are sent with each message (Celery `time_limit` / `soft_time_limit`, see
-dispatch.py); the conversation itself keeps to the execute limit, because the embedded thread pool
+cells/dispatch.py); the conversation itself keeps to the execute limit, because the embedded thread pool
 does not enforce Celery's.
 
 The broker's visibility timeout must stay above every task's hard limit (settings.check_timing
 holds that order for AFP_TASK_HARD_TIME_LIMIT_S), or the broker would hand a running task to a second
 worker: a derived limit is therefore capped at `ceiling_s` (the visibility timeout less the margin,
 never below AFP_TASK_HARD_TIME_LIMIT_S). A conversation that would need more than the cap is cut
-before the round that could overrun it, recorded as such (conversation.py); raise
+before the round that could overrun it, recorded as such (cells/conversation.py); raise
 AFP_VISIBILITY_TIMEOUT_S and AFP_LEASE_EXPIRY_S to give it more (docs/OPERATIONS.md).
 """
 

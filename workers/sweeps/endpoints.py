@@ -1,9 +1,11 @@
-"""From a model in the spec to the Endpoint an adapter calls (default base URLs: families.py)."""
+"""From a model in the spec to the Endpoint an adapter calls (default base URLs: families.py), and that
+endpoint's preflight under the name the spec gives the model."""
 
 from __future__ import annotations
 
 from afpbench.workers.errors import SpecError
 from afpbench.workers.providers.families import provider
+from afpbench.workers.providers.preflight import preflight
 from afpbench.workers.providers.types import Endpoint
 from afpbench.workers.settings import get_settings
 from afpbench.workers.sweeps.spec import ModelSpec
@@ -29,3 +31,8 @@ def endpoint_for(model: ModelSpec) -> Endpoint:
         params=dict(model.params),
         timeout_s=model.timeout_s,
     )
+
+
+def preflight_model(model: ModelSpec) -> None:
+    """The preflight of one of a spec's models or judges (providers/preflight.py), named as the spec names it."""
+    preflight(endpoint_for(model), model.display)

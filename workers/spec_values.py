@@ -1,5 +1,6 @@
 """The values a sweep spec may hold, beyond their types: counts that are not booleans, numbers that
-are finite, one-line names, text a database column and a JSON body keep faithfully, usable base URLs.
+are finite, one-line names, text a database column and a JSON body keep faithfully, usable base URLs;
+and the strict base of the spec's models (sweeps/spec.py, and the limits it declares: limits/base.py).
 
 Each refusal names the field and what is wrong, never the value (it may be a pasted key).
 """
@@ -11,7 +12,7 @@ import re
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BeforeValidator, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 Loc = tuple[str | int, ...]
@@ -40,6 +41,12 @@ def _one_line(value: str) -> str:
 Count = Annotated[int, BeforeValidator(_no_bool)]
 Number = Annotated[float, BeforeValidator(_no_bool)]  # finite: the models set allow_inf_nan=False
 Line = Annotated[str, AfterValidator(_one_line)]
+
+
+class StrictModel(BaseModel):
+    # No unknown field, and no inf/nan in any typed number, also when written as a string ("inf", ".nan"
+    # in YAML, NaN in JSON).
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 def checked_base_url(url: str) -> str:

@@ -17,11 +17,11 @@ from afpbench.workers.cells.dispatch import release, resend
 from afpbench.workers.cells.finish import aggregate_now, finish_if_done
 from afpbench.workers.errors import RunCancelled, SealMismatch, SweepNotFound
 from afpbench.workers.memory import return_freed_memory
-from afpbench.workers.providers.preflight import preflight
 from afpbench.workers.settings import get_settings
 from afpbench.workers.store.db import check_database, session_scope
 from afpbench.workers.store.models import Attempt, Cell, Phase, Sweep, SweepStatus, saved_id, utcnow
 from afpbench.workers.sweeps.coordinator import create_sweep, verify_sweep
+from afpbench.workers.sweeps.endpoints import preflight_model
 from afpbench.workers.sweeps.inputs import load_inputs, remember
 
 # Read-only progress lives in progress.py (no Celery import); re-exported for callers of runs.*.
@@ -64,7 +64,7 @@ def start_sweep(spec: SweepSpec, *, check_endpoints: bool = True) -> str:
     check_services(schema=False)
     if check_endpoints:
         for model in [*spec.models, *spec.judges]:
-            preflight(model)
+            preflight_model(model)
     with session_scope() as session:
         sweep = create_sweep(session, spec, inputs)
         sweep_id = sweep.id
