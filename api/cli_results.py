@@ -90,7 +90,7 @@ def _resume_here(sweep_id: str) -> None:
     from afpbench.workers.sim.local import needs_local_sim, start_local_sim
     from afpbench.workers.store.db import session_scope
     from afpbench.workers.store.models import Sweep
-    from afpbench.workers.sweeps.spec import parse_spec
+    from afpbench.workers.sweeps.spec_loading import parse_spec
 
     settings = get_settings()
     with session_scope() as session:

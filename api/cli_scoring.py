@@ -17,7 +17,7 @@ adjudicate_app = typer.Typer(no_args_is_help=True, help="Human adjudication of G
 def judge_from_option(judge: str, base_url: str | None, api_key_env: str | None):
     """`provider:model` (e.g. `openai:gpt-4o-mini`, `sim:sim-1`) into a judge ModelSpec."""
     from afpbench.workers.errors import SpecError
-    from afpbench.workers.sweeps.spec import parse_spec
+    from afpbench.workers.sweeps.spec_loading import parse_spec
 
     if ":" not in judge:
         raise CommandError(
@@ -138,7 +138,7 @@ def register(app: typer.Typer) -> None:
             else:
                 from afpbench.workers.store.db import session_scope
                 from afpbench.workers.store.models import Sweep
-                from afpbench.workers.sweeps.spec import parse_spec
+                from afpbench.workers.sweeps.spec_loading import parse_spec
 
                 with session_scope() as session:
                     row = session.get(Sweep, sweep)

@@ -33,7 +33,7 @@ DETAILS_PADDING = {"assertions": [{"id": f"a{i}", "kind": "invariant", "passed":
 
 
 def _spec(models: int) -> dict:
-    from afpbench.workers.sweeps.spec import parse_spec
+    from afpbench.workers.sweeps.spec_loading import parse_spec
 
     return parse_spec({"name": "bench (synthetic)", "judges": [], "models": [
         {"provider": "sim", "model": f"sim-{i}", "label": f"sim-{i} (simulated)",
@@ -46,7 +46,7 @@ def build(url: str, n_cells: int, models: int = 5) -> dict[str, float]:
 
     from afpbench.workers.store.db import get_engine
     from afpbench.workers.store.models import Attempt, Cell, Result, Sweep
-    from afpbench.workers.sweeps.spec import parse_spec
+    from afpbench.workers.sweeps.spec_loading import parse_spec
 
     rng = random.Random(7)
     started = time.perf_counter()

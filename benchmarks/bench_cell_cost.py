@@ -72,14 +72,15 @@ publish([("bench.noop", [i], "control") for i in range(int(sys.argv[1]))])
 CREATE = """
 import sys
 from afpbench.workers.runs import start_sweep
-from afpbench.workers.sweeps.spec import load_spec
+from afpbench.workers.sweeps.spec_loading import load_spec
 print(start_sweep(load_spec(sys.argv[1])))
 """
 
 CELLS = """
 import json, sys, time
 from sqlmodel import select
-from afpbench.workers.cells.execution import Finished, execute_cell
+from afpbench.workers.cells.execution import execute_cell
+from afpbench.workers.cells.decisions import Finished
 from afpbench.workers.settings import get_settings
 from afpbench.workers.store.db import for_worker_process, session_scope
 from afpbench.workers.store.models import Cell

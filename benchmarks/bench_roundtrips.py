@@ -42,7 +42,8 @@ def count_cells(database_url: str, sweep_id: str, trace: Path) -> dict:
     from sqlalchemy import event, text
 
     from afpbench.workers.cells import dispatch
-    from afpbench.workers.cells.execution import Finished, execute_cell
+    from afpbench.workers.cells.decisions import Finished
+    from afpbench.workers.cells.execution import execute_cell
     from afpbench.workers.store.db import for_worker_process, get_engine
 
     for_worker_process(1)

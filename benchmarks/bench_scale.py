@@ -42,7 +42,7 @@ COORDINATOR = """
 import json, resource, sys, time
 t0 = time.monotonic()
 from afpbench.workers.runs import start_sweep
-from afpbench.workers.sweeps.spec import load_spec
+from afpbench.workers.sweeps.spec_loading import load_spec
 from afpbench.workers.store.db import get_engine
 get_engine()
 spec = load_spec(sys.argv[1])

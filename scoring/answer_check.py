@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from afpbench.fixtures.schema import Fixture, NumericSpec
+from afpbench.fixtures.numeric_schema import NumericSpec
+from afpbench.fixtures.schema import Fixture
 from afpbench.scoring.assertions import AssertionOutcome, run_assertions
 from afpbench.scoring.calculator import CalculatorError, evaluate, shown_result
 from afpbench.scoring.evidence import provenance_for

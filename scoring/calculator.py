@@ -29,7 +29,7 @@ from decimal import (
     localcontext,
 )
 
-from afpbench.fixtures.schema import NumericSpec
+from afpbench.fixtures.numeric_schema import NumericSpec
 
 # 50 significant digits: far beyond any figure a fixture releases, so rounding inside a chain never
 # decides whether a later operand matches a reference value.

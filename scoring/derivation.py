@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal, DecimalException, localcontext
 
-from afpbench.fixtures.schema import Constant, DerivationStep, NumericSpec, Quantisation, Transformation
+from afpbench.fixtures.numeric_schema import Constant, DerivationStep, NumericSpec, Quantisation, Transformation
 from afpbench.reference.loader import protocol
 from afpbench.scoring.calculator import DECIMAL_CONTEXT, ROUNDING_MODES
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from afpbench.fixtures.schema import NumericSpec
+from afpbench.fixtures.numeric_schema import NumericSpec
 from afpbench.scoring.numbers import CURRENCY_CODES, CURRENCY_SYMBOLS, DOLLAR_CODES, Figure, currency_code, figures_in
 
 __all__ = ["Figure", "FigureIdentification", "extract_figures", "identify_answer_figure"]

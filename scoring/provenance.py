@@ -28,7 +28,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from afpbench.fixtures.schema import NumericSpec
+from afpbench.fixtures.numeric_schema import NumericSpec
 from afpbench.scoring.calculator import DECIMAL_CONTEXT, ROUNDING_MODES, Unobservable, operands
 from afpbench.scoring.derivation import (
     ReferenceDerivation,

@@ -14,7 +14,8 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 
 from afpbench.workers.celery_app import AGGREGATE, EXECUTE, RECONCILE, SCORE, app, send
 from afpbench.workers.cells.completion import sweep_of_cell
-from afpbench.workers.cells.execution import RetryLater, ScoreNext, execute_cell
+from afpbench.workers.cells.decisions import RetryLater, ScoreNext
+from afpbench.workers.cells.execution import execute_cell
 from afpbench.workers.cells.finish import finish_if_done
 from afpbench.workers.cells.reconciler import reconcile_sweeps
 from afpbench.workers.grading.scorer import RejudgeLater, score_cell

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from afpbench.reference.hashing import json_sha256
-from afpbench.workers.sweeps.spec import load_spec
+from afpbench.workers.sweeps.spec_loading import load_spec
 from tests.e2e.test_cli_errors import afpbench, one_line_error, row_count
 
 # The packaged P01's version (bumped when its assertions change), read, not written down twice.

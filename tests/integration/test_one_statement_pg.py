@@ -64,7 +64,9 @@ def _events(base_url: str) -> dict:
     that comes after another worker took the cell over."""
     from afpbench.workers.cells.claim import Claimed, claim_cell, load_cell
     from afpbench.workers.cells.conversation import converse
-    from afpbench.workers.cells.execution import Finished, _record, execute_cell
+    from afpbench.workers.cells.decisions import Finished
+    from afpbench.workers.cells.execution import execute_cell
+    from afpbench.workers.cells.recording import record_try
     from afpbench.workers.cells.retry import RetryPolicy
     from afpbench.workers.store.lease import hold_execution
 
@@ -83,8 +85,8 @@ def _events(base_url: str) -> dict:
     _lease_runs_out(late)
     second = claim_cell(late, "worker-3", LEASE_S, 5)
     assert isinstance(second, Claimed) and second.number == 2
-    superseded = _record(row, first, inputs.spec.models[0], inputs, validity, result, rounds, tools, tokens,
-                         RetryPolicy(max_attempts=5))
+    superseded = record_try(row, first, inputs.spec.models[0], inputs, validity, result, rounds, tools, tokens,
+                            RetryPolicy(max_attempts=5))
     assert isinstance(superseded, Finished) and superseded.reason == "attempt 1 superseded", superseded
     return {"lost then scored": _rows(lost), "superseded": _rows(late)}
 

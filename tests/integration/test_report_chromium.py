@@ -14,7 +14,7 @@ import pytest
 from afpbench.api.report import render_report
 from afpbench.workers.results.aggregation import snapshot
 from afpbench.workers.store.db import session_scope
-from afpbench.workers.sweeps.spec import parse_spec
+from afpbench.workers.sweeps.spec_loading import parse_spec
 from tests.conftest import need
 from tests.unit.sweep_builder import CellMaker, make_sweep
 

@@ -13,7 +13,7 @@ from collections import Counter
 
 import pytest
 
-from afpbench.workers.sweeps.spec import load_spec
+from afpbench.workers.sweeps.spec_loading import load_spec
 from tests.realmodel.spec_helper import (
     CI_CUTS,
     SCOPE,

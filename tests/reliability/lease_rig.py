@@ -42,7 +42,7 @@ def create_one_cell_sweep(spec_data: dict) -> tuple[str, int]:
     from afpbench.workers.store.db import session_scope
     from afpbench.workers.sweeps.coordinator import create_sweep
     from afpbench.workers.sweeps.inputs import load_inputs, remember
-    from afpbench.workers.sweeps.spec import parse_spec
+    from afpbench.workers.sweeps.spec_loading import parse_spec
 
     spec = parse_spec(spec_data)
     inputs = load_inputs(spec)

@@ -21,7 +21,7 @@ from tests.conftest import REPO
 
 # Tight timings for tests, keeping the order the settings require: hard limit < visibility < lease.
 # The hard limit must leave room for one more round of a tool conversation (connect timeout 10 s + the
-# model's timeout_s, 3 s in these specs), or the conversation stops early (workers/execution.py).
+# model's timeout_s, 3 s in these specs), or the conversation stops early (workers/cells/conversation.py).
 FAST_TIMING = {
     "AFP_TASK_HARD_TIME_LIMIT_S": "20",
     "AFP_VISIBILITY_TIMEOUT_S": "25",

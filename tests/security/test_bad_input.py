@@ -17,7 +17,7 @@ import yaml
 from afpbench.fixtures.loader import FixtureError, load_fixtures
 from afpbench.workers.errors import SpecError
 from afpbench.workers.sweeps.inputs import load_inputs
-from afpbench.workers.sweeps.spec import load_spec
+from afpbench.workers.sweeps.spec_loading import load_spec
 from tests.conftest import REPO
 from tests.e2e.test_cli_errors import afpbench, one_line_error, row_count
 

@@ -71,7 +71,7 @@ def one_cell(postgres_url, settings_env):
     settings_env(AFP_DATABASE_URL=postgres_url, AFP_BROKER_URL="memory://", AFP_MAX_ATTEMPTS=str(MAX_ATTEMPTS))
     from afpbench.workers.runs import start_sweep
     from afpbench.workers.store.db import get_engine
-    from afpbench.workers.sweeps.spec import parse_spec
+    from afpbench.workers.sweeps.spec_loading import parse_spec
 
     with get_engine().begin() as conn:
         conn.exec_driver_sql(REFUSE_POISON)
@@ -146,7 +146,8 @@ def test_the_claim_refuses_attempt_max_plus_one(one_cell):
     """Rule: the claim never starts attempt AFP_MAX_ATTEMPTS + 1; the cell ends INFRA_ERROR naming the
     budget, without a request, and later messages find it done."""
     from afpbench.workers.cells.claim import claim
-    from afpbench.workers.cells.execution import Finished, execute_cell
+    from afpbench.workers.cells.decisions import Finished
+    from afpbench.workers.cells.execution import execute_cell
     from afpbench.workers.cells.reconciler import reconcile_sweep
     from afpbench.workers.store.db import transaction
 

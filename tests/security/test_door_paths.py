@@ -186,7 +186,7 @@ def test_cli_paths_are_read_next_to_the_spec_file(tmp_path, monkeypatch):
     """Rule: relative paths in a spec file resolve against the spec file's directory, not the cwd, and
     are stored absolute (so verify/resume read the same files from anywhere)."""
     from afpbench.workers.sweeps.inputs import load_inputs
-    from afpbench.workers.sweeps.spec import load_spec
+    from afpbench.workers.sweeps.spec_loading import load_spec
 
     specs = tmp_path / "specs"
     (specs / "fx").mkdir(parents=True)
@@ -225,7 +225,7 @@ def test_cli_paths_outside_the_allowed_roots_are_refused_when_a_catalogue_is_set
         line = one_line_error(cli(["run", str(spec_file)], tmp_path, env=env))
         assert f"{field}:" in line and "outside the allowed roots" in line and "AFP_CATALOGUE_DIR" in line, line
         assert row_count(tmp_path / "afpbench.db") == 0
-    from afpbench.workers.sweeps.spec import load_spec
+    from afpbench.workers.sweeps.spec_loading import load_spec
 
     settings_env(**env)
     inside = _write(specs / "s.yaml", _spec(fixtures={"dir": str(catalogue / "fixtures" / "mine")},

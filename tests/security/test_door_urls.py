@@ -14,7 +14,7 @@ import yaml
 
 from afpbench.workers.errors import SettingError, SpecError
 from afpbench.workers.providers.url_policy import allowed_origins
-from afpbench.workers.sweeps.spec import parse_spec
+from afpbench.workers.sweeps.spec_loading import parse_spec
 from tests.security.door_harness import AUTH, CANARY, EchoServer, cli, one_line_error, serve_env, serving
 
 pytestmark = pytest.mark.integration

@@ -52,7 +52,8 @@ def _first_delivery(cell_id: int) -> tuple[threading.Thread, dict]:
 def test_a_duplicate_during_a_call_longer_than_the_lease_sends_no_second_request(gate):
     """Rule: a duplicate message never executes a cell twice while its first execution is alive (the
     lease is renewed while the call runs); one attempt row, one request, one result."""
-    from afpbench.workers.cells.execution import RetryLater, execute_cell
+    from afpbench.workers.cells.decisions import RetryLater
+    from afpbench.workers.cells.execution import execute_cell
 
     _, cell_id = create_one_cell_sweep(one_cell_spec(gate, judged=False))
     first, out = _first_delivery(cell_id)
@@ -70,7 +71,8 @@ def test_a_duplicate_during_a_call_longer_than_the_lease_sends_no_second_request
 def test_the_reconciler_never_takes_over_a_live_lease(gate):
     """Rule: the reconciler never takes over a live lease: a try running longer than AFP_LEASE_EXPIRY_S
     keeps its cell through a reconciler pass, and a duplicate sent after it still finds the cell held."""
-    from afpbench.workers.cells.execution import RetryLater, execute_cell
+    from afpbench.workers.cells.decisions import RetryLater
+    from afpbench.workers.cells.execution import execute_cell
     from afpbench.workers.cells.reconciler import reconcile_sweep
     from afpbench.workers.store.models import utcnow
 
@@ -95,7 +97,8 @@ def test_a_stale_holder_renews_nothing_sends_nothing_and_its_attempt_says_so(gat
     `not_sent`, the reason), while the new holder keeps the cell."""
     from afpbench.workers.cells.claim import claim, load_cell
     from afpbench.workers.cells.conversation import converse
-    from afpbench.workers.cells.execution import Finished, record_not_sent
+    from afpbench.workers.cells.decisions import Finished
+    from afpbench.workers.cells.execution import record_not_sent
     from afpbench.workers.store.db import transaction
     from afpbench.workers.store.lease import hold_execution, keeper
     from afpbench.workers.store.models import Cell, utcnow

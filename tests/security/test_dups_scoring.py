@@ -43,7 +43,8 @@ def sim():
 
 def _executed_cell(gate: PoisonGate) -> tuple[str, int]:
     """A judged one-cell sweep whose cell has been executed and awaits scoring."""
-    from afpbench.workers.cells.execution import ScoreNext, execute_cell
+    from afpbench.workers.cells.decisions import ScoreNext
+    from afpbench.workers.cells.execution import execute_cell
 
     sweep_id, cell_id = create_one_cell_sweep(one_cell_spec(gate, judged=True))
     assert isinstance(execute_cell(cell_id, "executor"), ScoreNext)

@@ -191,11 +191,12 @@ def test_judging_does_not_go_on_after_cancel(settings_env, sqlite_url, sim):
     from afpbench.workers import runs
     from afpbench.workers.celery_app import QUEUES
     from afpbench.workers.celery_app import app as celery_app
-    from afpbench.workers.cells.execution import ScoreNext, execute_cell
+    from afpbench.workers.cells.decisions import ScoreNext
+    from afpbench.workers.cells.execution import execute_cell
     from afpbench.workers.grading.scorer import NotScored, Scored, score_cell
     from afpbench.workers.store.db import session_scope
     from afpbench.workers.store.models import Cell, Result
-    from afpbench.workers.sweeps.spec import parse_spec
+    from afpbench.workers.sweeps.spec_loading import parse_spec
 
     settings_env(AFP_DATABASE_URL=sqlite_url, AFP_BROKER_URL="memory://")
     with SimServer(SimConfig(faults=FaultConfig())).start() as judge:
@@ -234,7 +235,7 @@ def test_a_cancelled_sweeps_cell_is_never_claimed(settings_env, sqlite_url, sim)
     from afpbench.workers.cells.claim import Claimed, claim
     from afpbench.workers.store.db import session_scope, transaction
     from afpbench.workers.store.models import Attempt, Cell
-    from afpbench.workers.sweeps.spec import parse_spec
+    from afpbench.workers.sweeps.spec_loading import parse_spec
 
     settings_env(AFP_DATABASE_URL=sqlite_url, AFP_BROKER_URL="memory://")
     spec = parse_spec({"models": [{"provider": "sim", "model": "sim-1", "base_url": sim.base_url}],
@@ -268,9 +269,10 @@ def test_a_cancel_between_read_and_claim_finishes_the_message_at_once(settings_e
     from afpbench.workers.celery_app import QUEUES
     from afpbench.workers.celery_app import app as celery_app
     from afpbench.workers.cells import execution
+    from afpbench.workers.cells.decisions import Finished
     from afpbench.workers.store.db import session_scope
     from afpbench.workers.store.models import Attempt, Cell
-    from afpbench.workers.sweeps.spec import parse_spec
+    from afpbench.workers.sweeps.spec_loading import parse_spec
 
     settings_env(AFP_DATABASE_URL=sqlite_url, AFP_BROKER_URL="memory://")
     spec = parse_spec({"models": [{"provider": "sim", "model": "sim-1", "base_url": sim.base_url}],
@@ -288,7 +290,7 @@ def test_a_cancel_between_read_and_claim_finishes_the_message_at_once(settings_e
             (cell_id,) = session.exec(select(Cell.id).where(Cell.sweep_id == sweep_id)).all()
         monkeypatch.setattr(execution, "claim_cell", cancel_then_claim)
         decision = execution.execute_cell(cell_id, "valid-test")
-        assert isinstance(decision, execution.Finished) and decision.reason == "sweep cancelled", decision
+        assert isinstance(decision, Finished) and decision.reason == "sweep cancelled", decision
         with session_scope() as session:
             assert session.exec(select(Attempt).where(Attempt.cell_id == cell_id)).all() == []
         assert sim.stats()["requests"] == requests_before

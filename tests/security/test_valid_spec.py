@@ -19,7 +19,7 @@ from fastapi.testclient import TestClient
 
 from afpbench.api.http.app import create_app
 from afpbench.workers.errors import SpecError
-from afpbench.workers.sweeps.spec import load_spec, parse_spec
+from afpbench.workers.sweeps.spec_loading import load_spec, parse_spec
 from tests.e2e.test_cli_errors import afpbench, one_line_error, row_count
 
 SIM = "{provider: sim, model: sim-1"

@@ -12,7 +12,8 @@ from sqlmodel import Session
 
 from afpbench.fixtures.loader import FixtureFile
 from afpbench.workers.store.models import Attempt, Cell, Phase, Result, Sweep, SweepStatus
-from afpbench.workers.sweeps.spec import SweepSpec, demo_spec
+from afpbench.workers.sweeps.spec import SweepSpec
+from afpbench.workers.sweeps.spec_loading import demo_spec
 from afpbench.workers.sweeps.stored_fixtures import write_fixture_rows
 
 SCORES_PASS = {"task_correctness": 2, "evidence_discipline": 2, "uncertainty_handling": 1, "failure_control": 2}
@@ -43,7 +44,7 @@ class CellMaker:
         self.session = session
         self.sweep = sweep
         spec_models = sweep.spec["models"]
-        from afpbench.workers.sweeps.spec import parse_spec
+        from afpbench.workers.sweeps.spec_loading import parse_spec
 
         self.model = parse_spec(sweep.spec).models[model_index]
         assert spec_models

@@ -26,7 +26,7 @@ from afpbench.workers.results.records import run_record
 from afpbench.workers.store.db import session_scope
 from afpbench.workers.store.models import Adjudication, Cell, Result, Sweep
 from afpbench.workers.sweeps.inputs import load_inputs
-from afpbench.workers.sweeps.spec import demo_spec
+from afpbench.workers.sweeps.spec_loading import demo_spec
 from tests.unit.sweep_builder import CellMaker, make_sweep
 
 TOKEN = "unit-test-token-adjudication-1"

@@ -7,10 +7,10 @@ from sqlmodel import func, select
 
 from afpbench.workers.cells.finish import aggregate_now
 from afpbench.workers.results import aggregation
-from afpbench.workers.results.aggregation import PENDING_READING
+from afpbench.workers.results.summary_queries import PENDING_READING
 from afpbench.workers.store.db import session_scope
 from afpbench.workers.store.models import Aggregate, Attempt, Result, SweepStatus
-from afpbench.workers.sweeps.spec import parse_spec
+from afpbench.workers.sweeps.spec_loading import parse_spec
 from tests.unit.sweep_builder import CellMaker, make_sweep
 
 PASS, FAIL = "MODEL_PASS", "MODEL_FAIL"

@@ -24,7 +24,7 @@ from afpbench.workers.store.models import Cell
 from afpbench.workers.sweeps.endpoints import endpoint_for
 from afpbench.workers.sweeps.inputs import load_inputs
 from afpbench.workers.sweeps.pools import pool_of
-from afpbench.workers.sweeps.spec import parse_spec
+from afpbench.workers.sweeps.spec_loading import parse_spec
 from tests.conftest import REPO
 
 # Calculator calls of each canned P08 answer (the sim picks one per cell key).

@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from afpbench.fixtures.schema import (
+from afpbench.fixtures.numeric_schema import (
     Constant,
     DerivationStep,
     NumericSpec,

@@ -13,7 +13,8 @@ from importlib import resources
 import pytest
 import yaml
 
-from afpbench.workers.sweeps.spec import RESERVED_KEY_VARIABLES, SweepSpec, parse_spec
+from afpbench.workers.sweeps.spec import RESERVED_KEY_VARIABLES, SweepSpec
+from afpbench.workers.sweeps.spec_loading import parse_spec
 
 EXPECTED = {
     "openai.yaml": {"openai"},
@@ -61,7 +62,7 @@ def test_every_packaged_example_parses_with_the_spec_loader(name):
 
 def test_the_examples_also_load_from_a_file_path(tmp_path):
     """`afpbench run SPEC.yaml` goes through load_spec (size cap, duplicate keys, alias limits)."""
-    from afpbench.workers.sweeps.spec import load_spec
+    from afpbench.workers.sweeps.spec_loading import load_spec
 
     for name, text in packaged().items():
         path = tmp_path / name

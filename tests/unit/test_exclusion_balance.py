@@ -20,7 +20,7 @@ from afpbench.scoring.rates import EXCLUDED, UNFINISHED
 from afpbench.workers.results.aggregation import snapshot
 from afpbench.workers.runs import progress
 from afpbench.workers.store.db import session_scope
-from afpbench.workers.sweeps.spec import parse_spec
+from afpbench.workers.sweeps.spec_loading import parse_spec
 from tests.unit.sweep_builder import CellMaker, make_sweep
 
 

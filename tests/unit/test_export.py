@@ -18,7 +18,7 @@ from afpbench.workers.results.export import export_bundle
 from afpbench.workers.results.records import run_record
 from afpbench.workers.store.db import session_scope
 from afpbench.workers.sweeps.inputs import load_inputs
-from afpbench.workers.sweeps.spec import demo_spec, parse_spec
+from afpbench.workers.sweeps.spec_loading import demo_spec, parse_spec
 from tests.unit.sweep_builder import CellMaker, make_sweep
 
 PENDING = "protocol published / results pending"

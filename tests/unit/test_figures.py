@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from afpbench.fixtures.schema import DerivationStep, NumericSpec, Quantisation, SourceField, StepInput
+from afpbench.fixtures.numeric_schema import DerivationStep, NumericSpec, Quantisation, SourceField, StepInput
 from afpbench.scoring.figures import extract_figures, identify_answer_figure
 
 

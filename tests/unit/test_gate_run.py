@@ -36,7 +36,7 @@ from afpbench.workers.sweeps import inputs as inputs_module
 from afpbench.workers.sweeps.coordinator import validity_reports
 from afpbench.workers.sweeps.fixture_map import facts_of
 from afpbench.workers.sweeps.inputs import load_inputs
-from afpbench.workers.sweeps.spec import parse_spec
+from afpbench.workers.sweeps.spec_loading import parse_spec
 from benchmarks.harness import make_fixtures
 
 REPO = Path(__file__).resolve().parents[2]

@@ -36,7 +36,8 @@ from afpbench.workers.providers.types import ChatRequest, Endpoint, OutcomeClass
 from afpbench.workers.sim.canned import load_canned
 from afpbench.workers.sim.server import SimConfig, SimServer
 from afpbench.workers.sweeps.endpoints import endpoint_for
-from afpbench.workers.sweeps.spec import ModelSpec, load_spec
+from afpbench.workers.sweeps.spec import ModelSpec
+from afpbench.workers.sweeps.spec_loading import load_spec
 from tests.unit.conftest import make_fixture
 
 SAMPLES_DIR = Path(

@@ -12,7 +12,7 @@ from afpbench.workers.results.aggregation import snapshot
 from afpbench.workers.results.unscored import why_unscored
 from afpbench.workers.store.db import session_scope
 from afpbench.workers.sweeps.progress import progress
-from afpbench.workers.sweeps.spec import parse_spec
+from afpbench.workers.sweeps.spec_loading import parse_spec
 from tests.unit.sweep_builder import CellMaker, make_sweep
 
 UNPARSEABLE = "judgement unparseable after 2 tries (judge sim-judge: not a single JSON object)"

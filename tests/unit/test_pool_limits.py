@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from afpbench.workers.sweeps.pools import pool_limits
-from afpbench.workers.sweeps.spec import parse_spec
+from afpbench.workers.sweeps.spec_loading import parse_spec
 
 LOCAL = "http://127.0.0.1:8080/v1"
 

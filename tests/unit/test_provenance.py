@@ -8,16 +8,16 @@ from decimal import Decimal
 import pytest
 
 from afpbench.fixtures.loader import load_fixtures
-from afpbench.fixtures.schema import (
+from afpbench.fixtures.numeric_schema import (
     Constant,
     DerivationStep,
-    FatalCriterion,
     NumericSpec,
     Quantisation,
     SourceField,
     StepInput,
     Transformation,
 )
+from afpbench.fixtures.schema import FatalCriterion
 from afpbench.scoring.calculator import evaluate, shown_result
 from afpbench.scoring.derivation import protocol_structural_constants
 from afpbench.scoring.evidence import provenance_for

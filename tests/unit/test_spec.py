@@ -9,7 +9,7 @@ import pytest
 from afpbench.workers.errors import SpecError
 from afpbench.workers.sweeps.coordinator import plan_cells
 from afpbench.workers.sweeps.inputs import load_inputs
-from afpbench.workers.sweeps.spec import demo_spec, load_spec, parse_spec
+from afpbench.workers.sweeps.spec_loading import demo_spec, load_spec, parse_spec
 
 SIM = {"provider": "sim", "model": "sim-1"}
 

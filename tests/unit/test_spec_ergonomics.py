@@ -11,7 +11,8 @@ from pydantic import ValidationError
 
 from afpbench.workers.errors import SpecError
 from afpbench.workers.settings import Settings
-from afpbench.workers.sweeps.spec import NO_JUDGES, SweepSpec, demo_spec, parse_spec
+from afpbench.workers.sweeps.spec import NO_JUDGES, SweepSpec
+from afpbench.workers.sweeps.spec_loading import demo_spec, parse_spec
 
 SIM = {"provider": "sim", "model": "sim-1"}
 

@@ -1,4 +1,4 @@
-"""What every SQLite connection of the engine is set to (store/db.py:_sqlite_pragmas), and JSON that is
+"""What every SQLite connection of the engine is set to (store/sqlite_writers.py:sqlite_pragmas), and JSON that is
 already text going into a JSON column as it is (store/db.py:JsonText)."""
 
 from __future__ import annotations
@@ -7,8 +7,9 @@ import json
 
 from sqlalchemy import text
 
-from afpbench.workers.store.db import SQLITE_CACHE_KB, JsonText, get_engine, session_scope
+from afpbench.workers.store.db import JsonText, get_engine, session_scope
 from afpbench.workers.store.models import Aggregate
+from afpbench.workers.store.sqlite_writers import SQLITE_CACHE_KB
 from tests.unit.sweep_builder import make_sweep
 
 

@@ -1,4 +1,4 @@
-"""The embedded mode's SQLite writer lock (store/db.py:_serialise_sqlite_writers): a process's writing
+"""The embedded mode's SQLite writer lock (store/sqlite_writers.py:serialise_sqlite_writers): a process's writing
 transactions queue on one lock, taken at a transaction's first write and given back the moment its commit
 or rollback has returned, not when its connection goes back to the pool."""
 

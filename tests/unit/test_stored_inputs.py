@@ -20,7 +20,7 @@ from afpbench.workers.sweeps import inputs as inputs_module
 from afpbench.workers.sweeps.coordinator import create_sweep, stored_inputs_intact
 from afpbench.workers.sweeps.fixture_map import LazyFixtures
 from afpbench.workers.sweeps.inputs import inputs_for, inputs_for_sweep, inputs_from_stored, load_inputs, remember
-from afpbench.workers.sweeps.spec import parse_spec
+from afpbench.workers.sweeps.spec_loading import parse_spec
 from afpbench.workers.sweeps.stored_fixtures import StoredFixtureFiles, stored_files
 from afpbench.workers.sweeps.time_limits import requests_per_try
 

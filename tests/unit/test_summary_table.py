@@ -16,7 +16,7 @@ from rich.console import Console
 from afpbench.api.display import EXCLUDED_ABBREVIATIONS, NO_JUDGES_NOTE, summary_table
 from afpbench.workers.store.db import session_scope
 from afpbench.workers.sweeps.progress import progress
-from afpbench.workers.sweeps.spec import parse_spec
+from afpbench.workers.sweeps.spec_loading import parse_spec
 from tests.unit.sweep_builder import CellMaker, make_sweep
 
 LONG_LABEL = "claude-haiku-4-5-20251001 via a corporate proxy (simulated)"

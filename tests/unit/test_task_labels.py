@@ -11,7 +11,7 @@ from afpbench.workers.cells.dispatch import release, resend
 from afpbench.workers.store.db import session_scope
 from afpbench.workers.store.models import Cell, Phase
 from afpbench.workers.sweeps.inputs import load_inputs
-from afpbench.workers.sweeps.spec import parse_spec
+from afpbench.workers.sweeps.spec_loading import parse_spec
 from tests.unit.broker import drain
 from tests.unit.sweep_builder import CellMaker, make_sweep
 

@@ -7,7 +7,7 @@ from kombu import Queue
 
 from afpbench.workers.settings import Settings, soft_before
 from afpbench.workers.sweeps.inputs import load_inputs
-from afpbench.workers.sweeps.spec import parse_spec
+from afpbench.workers.sweeps.spec_loading import parse_spec
 from afpbench.workers.sweeps.time_limits import (
     CONNECT_S,
     MARGIN_S,

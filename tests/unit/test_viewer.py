@@ -30,7 +30,7 @@ from afpbench.workers.results.summary import PairedComparison
 from afpbench.workers.store.db import session_scope
 from afpbench.workers.store.models import Adjudication, Judgement, Result
 from afpbench.workers.sweeps.inputs import load_inputs
-from afpbench.workers.sweeps.spec import demo_spec, parse_spec
+from afpbench.workers.sweeps.spec_loading import demo_spec, parse_spec
 from tests.unit.sweep_builder import SCORES_PASS, CellMaker, make_sweep
 
 TOKEN = "viewer-unit-token-5e1d0c"

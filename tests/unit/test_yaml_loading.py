@@ -1,4 +1,4 @@
-"""fixtures/loader.py:load_yaml, YAML with limits: a repeated key is refused (YAML would keep the last), an
+"""fixtures/yaml_loading.py:load_yaml, YAML with limits: a repeated key is refused (YAML would keep the last), an
 alias is always found before it can expand, a value YAML cannot hold is a named error, not a crash."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from afpbench.fixtures import loader as loader_module
-from afpbench.fixtures.loader import _ANCHOR, FixtureError, FixtureFile, load_yaml, parse_fixture
+from afpbench.fixtures import yaml_loading as loader_module
+from afpbench.fixtures.loader import FixtureError, FixtureFile, parse_fixture
+from afpbench.fixtures.yaml_loading import _ANCHOR, load_yaml
 from afpbench.reference.files import InputFileError
 
 _ROOT = Path(__file__).resolve().parents[2]
@@ -63,7 +64,7 @@ def test_a_value_that_fits_its_tag_still_loads(text, loaded):
     assert (value.isoformat() if hasattr(value, "isoformat") else value) == loaded
 
 
-# --- the direct construction of alias-free documents (loader.py:_tree) against PyYAML's constructor -----
+# --- the direct construction of alias-free documents (yaml_loading.py:_tree) against PyYAML's constructor -----
 
 _PLAIN = ["yes", "No", "on", "OFF", "~", "null", "", "0x1F", "0o17", "017", "1_000", "1e3", "1.5e-3", ".inf", "-.Inf",
           ".nan", "12:30:00", "190:20:30.15", "2024-01-02", "2024-01-02T03:04:05Z", "2024-01-02 03:04:05.5 +01:00",

@@ -1,6 +1,6 @@
 """Claiming a cell for execution: the hot path's SQL, built once.
 
-Per cell that is a read (`load_cell`), a claim (`claim`) and a record transaction (execution.py), each a
+Per cell that is a read (`load_cell`), a claim (`claim`) and a record transaction (recording.py), each a
 few hundred microseconds on a Core connection. The attempt row is written with the claim, in the same
 transaction, so a try whose worker is killed mid-call stays on record (outcome "started", then
 "interrupted" once the next claim takes over) instead of leaving only a bumped counter.
@@ -40,7 +40,7 @@ from afpbench.workers.sweeps.inputs import SweepInputs, inputs_for, validity_for
 ATTEMPT_STARTED = "started"  # claimed, the call under way (or its worker died: see below)
 ATTEMPT_INTERRUPTED = "interrupted"  # its worker was lost mid-try; a later claim took the cell over
 ATTEMPT_NOT_SENT = "not_sent"  # claimed, but no request was made (its error says why)
-# The provider answered but the attempt's row could not be written (execution.py); counts as an attempt.
+# The provider answered but the attempt's row could not be written (recording.py); counts as an attempt.
 ATTEMPT_STORAGE_ERROR = "storage_error"
 
 

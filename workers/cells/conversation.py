@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from afpbench.fixtures.schema import NumericSpec
+from afpbench.fixtures.numeric_schema import NumericSpec
 from afpbench.scoring.calculator import CalculatorError, evaluate, shown_result
 from afpbench.scoring.render import render
 from afpbench.workers.cells.claim import CellRow

@@ -2,6 +2,7 @@
 
 The key travels in the x-goog-api-key header, never in the URL, so it cannot leak into the stored
 request. Tool calls are detected from functionCall parts: Gemini reports finishReason STOP for them.
+The conversation and params as Gemini takes them: gemini_request.py.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from afpbench.workers.providers.classify import (
     parse_duration,
     status_class,
 )
+from afpbench.workers.providers.gemini_request import split_params, to_gemini_contents
 from afpbench.workers.providers.semantics import gemini_quota_exhausted, is_context_error
 from afpbench.workers.providers.structured import gemini_schema, schema_for, sent_params, structured_mode
 from afpbench.workers.providers.types import (
@@ -36,9 +38,6 @@ from afpbench.workers.providers.types import (
     key_for,
 )
 
-_TOP_LEVEL = frozenset({"safetySettings", "toolConfig", "cachedContent", "labels"})
-# Neutral/OpenAI-style parameter names accepted for convenience, mapped into generationConfig.
-_ALIASES = {"max_tokens": "maxOutputTokens", "top_p": "topP", "top_k": "topK", "stop": "stopSequences"}
 _BLOCK_FINISH = frozenset(
     {
         "SAFETY",
@@ -66,63 +65,6 @@ def api_root(base_url: str) -> str:
 def model_id(model: str) -> str:
     """The model's id in a URL: Gemini's listing names models `models/x`, the URL wants `x`."""
     return model.removeprefix("models/")
-
-
-def _function_response(content: str | None) -> dict:
-    try:
-        parsed = json.loads(content or "")
-    except json.JSONDecodeError:
-        parsed = None
-    return parsed if isinstance(parsed, dict) else {"result": content or ""}
-
-
-def to_gemini_contents(messages: list[dict]) -> tuple[dict | None, list[dict]]:
-    system = [m.get("content") or "" for m in messages if m["role"] == "system"]
-    names: dict[str, str] = {}  # tool_call_id -> function name (functionResponse needs the name)
-    contents: list[dict] = []
-    for msg in messages:
-        role, parts = msg["role"], []
-        if role == "system":
-            continue
-        if role == "tool":
-            name = names.get(msg.get("tool_call_id", ""), "")
-            parts.append(
-                {"functionResponse": {"name": name, "response": _function_response(msg.get("content"))}}
-            )
-        else:
-            if msg.get("content"):
-                parts.append({"text": msg["content"]})
-            calls = (msg.get("tool_calls") or []) if role == "assistant" else []
-            for call in calls:
-                names[call["id"]] = call["name"]
-                try:
-                    args = json.loads(call.get("arguments_raw") or "{}")
-                except json.JSONDecodeError:
-                    args = {"_raw_arguments": call.get("arguments_raw")}
-                part: dict[str, Any] = {"functionCall": {"name": call["name"], "args": args}}
-                if call.get("thought_signature"):
-                    part["thoughtSignature"] = call["thought_signature"]
-                parts.append(part)
-        gem_role = "model" if role == "assistant" else "user"
-        if contents and contents[-1]["role"] == gem_role:
-            contents[-1]["parts"].extend(parts)
-        else:
-            contents.append({"role": gem_role, "parts": parts})
-    instruction = {"parts": [{"text": "\n\n".join(system)}]} if system else None
-    return instruction, contents
-
-
-def _split_params(params: Mapping[str, Any]) -> tuple[dict, dict]:
-    top: dict[str, Any] = {}
-    gen: dict[str, Any] = dict(params.get("generationConfig") or {})
-    for k, v in params.items():
-        if k == "generationConfig":
-            continue
-        if k in _TOP_LEVEL:
-            top[k] = v
-        else:
-            gen[_ALIASES.get(k, k)] = v
-    return top, gen
 
 
 def _usage(body: dict) -> Usage:
@@ -160,7 +102,7 @@ class GeminiAdapter(Adapter):
         headers = {"Content-Type": "application/json", **request.extra_headers}
         if key is not None:
             headers["x-goog-api-key"] = key
-        top, gen = _split_params(sent_params(endpoint.params))
+        top, gen = split_params(sent_params(endpoint.params))
         instruction, contents = to_gemini_contents(request.messages)
         body: dict[str, Any] = {"contents": contents, **top}
         if instruction:

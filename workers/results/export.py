@@ -31,9 +31,10 @@ from afpbench.reference.loader import protocol
 from afpbench.scoring.rates import EXCLUDED
 from afpbench.workers.errors import ExportError, SweepNotFound
 from afpbench.workers.redact import mask_known
-from afpbench.workers.results.aggregation import is_latest_result, snapshot
+from afpbench.workers.results.aggregation import snapshot
 from afpbench.workers.results.records import known_secret_values, records_jsonl
 from afpbench.workers.results.summary import SweepSummary
+from afpbench.workers.results.summary_queries import is_latest_result
 from afpbench.workers.store.db import session_scope
 from afpbench.workers.store.models import Cell, Result, Sweep
 from afpbench.workers.sweeps.stored_fixtures import stored_files

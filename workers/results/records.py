@@ -37,7 +37,7 @@ from afpbench.workers.results.record_model import (
 )
 from afpbench.workers.settings import get_settings
 from afpbench.workers.store.models import Adjudication, Attempt, Cell, Judgement, Result, Sweep, as_utc, saved_id
-from afpbench.workers.sweeps.spec import parse_spec
+from afpbench.workers.sweeps.spec_loading import parse_spec
 
 __all__ = ["RunRecord", "known_secret_values", "records_jsonl", "run_record"]
 

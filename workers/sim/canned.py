@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from afpbench.fixtures.schema import DIMENSIONS, FatalCriterionId
+from afpbench.reference.validation_errors import describe
 from afpbench.workers.errors import CannedFileError
 
 STYLES = ("pass_plain", "pass_afp", "partial", "fatal")
@@ -94,14 +95,6 @@ class CannedFile(_Strict):
         return self
 
 
-def _describe(exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors():
-        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        parts.append(f"{where}: {err['msg']}")
-    return "; ".join(parts)
-
-
 def parse_canned(name: str, text: str) -> CannedFile:
     """Parse one canned file; `name` is only used in error messages."""
     try:
@@ -115,7 +108,7 @@ def parse_canned(name: str, text: str) -> CannedFile:
     try:
         return CannedFile.model_validate(data)
     except ValidationError as exc:
-        raise CannedFileError(f"{name}: {_describe(exc)}") from exc
+        raise CannedFileError(f"{name}: {describe(exc, CannedFile)}") from exc
 
 
 def _check_against_fixture(name: str, canned: CannedFile, fatal_ids: dict[str, list[str]]) -> None:

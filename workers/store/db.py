@@ -7,14 +7,11 @@ write concurrently; PostgreSQL is used through psycopg 3 (postgresql+psycopg://.
 from __future__ import annotations
 
 import json
-import os
-import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from itertools import islice
 from pathlib import Path
-from typing import Any
 
 from sqlalchemy import Table, event, insert, pool, text
 from sqlalchemy.engine import Connection, Engine, make_url
@@ -25,6 +22,7 @@ from afpbench.workers.errors import DatabaseConfigError, ServiceUnavailable
 from afpbench.workers.settings import get_settings
 from afpbench.workers.store import models  # noqa: F401  (registers the tables)
 from afpbench.workers.store.schema_version import at_head
+from afpbench.workers.store.sqlite_writers import serialise_sqlite_writers, sqlite_pragmas
 
 _engines: dict[str, Engine] = {}
 _lock = threading.Lock()
@@ -125,89 +123,6 @@ def check_database(url: str | None = None, timeout_s: int = 5, *, schema: bool =
         raise ServiceUnavailable(f"database {shown} does not answer ({reason}); check AFP_DATABASE_URL") from None
 
 
-SQLITE_CACHE_KB = 256
-
-
-def _sqlite_pragmas(dbapi_connection, _record) -> None:
-    cur = dbapi_connection.cursor()
-    cur.execute("PRAGMA journal_mode=WAL")
-    cur.execute("PRAGMA busy_timeout=30000")
-    cur.execute("PRAGMA synchronous=NORMAL")
-    cur.execute("PRAGMA foreign_keys=ON")
-    # Each pooled connection keeps its own page cache, 2 MB by default: an embedded run pools a connection
-    # per thread (50), and as a big sweep's file grows those caches filled to ~100 MB of the process.
-    # The operating system caches the file anyway; 256 KB each made a 10,000-cell run no slower
-    # (docs/PERFORMANCE.md, "Issue 14, session 11").
-    cur.execute(f"PRAGMA cache_size=-{SQLITE_CACHE_KB}")
-    cur.close()
-
-
-_WRITE_VERBS = ("INSERT", "UPDATE", "DELETE", "REPLACE")
-
-
-def _serialise_sqlite_writers(engine: Engine) -> None:
-    """One writing transaction at a time per process, queued on a Python lock.
-
-    SQLite allows one writer per file; a thread that finds the file locked waits in SQLite's busy
-    handler, which sleeps in steps of up to 100 ms whatever happens meanwhile. With 50 embedded threads
-    those sleeps, not work, were most of a sweep's time. A thread now takes this lock at its
-    transaction's first write (pysqlite opens the write transaction there too) and gives it back as soon
-    as the DBAPI commit or rollback has returned (SQLite's own write lock ends there), or, failing that,
-    when the connection returns to the pool. Given back at check-in only, the lock also covered what a
-    thread did after its commit (the hot path's completion read, the pool's reset) while every other
-    writer of both embedded processes queued: without that, a run's total hold fell by 15-20 %
-    (docs/PERFORMANCE.md, "Issue 14, session 16"). Reads are never held up (WAL).
-    With a shared writer file (share_sqlite_writer) the lock's holder also takes that file's flock, so
-    the writers of two processes queue too; other processes on the same file still meet SQLite's own
-    lock and busy timeout.
-    """
-    writer = threading.Lock()  # not an RLock: the pool may check a connection in from another thread
-    shared = os.open(_writer_file, os.O_RDWR | os.O_CREAT, 0o600) if _writer_file else None
-    if shared is not None:
-        import fcntl  # POSIX only, as is the fork that shares the file
-
-    holders: set[int] = set()  # id() of each DBAPI connection whose transaction holds the lock
-
-    @event.listens_for(engine, "before_cursor_execute")
-    def _take(_conn, cursor, statement, _params, _context, _many):
-        raw = id(cursor.connection)
-        if raw in holders or not statement.lstrip()[:7].upper().startswith(_WRITE_VERBS):
-            return
-        if not writer.acquire(timeout=30):
-            raise sqlite3.OperationalError("database is locked (waited 30 s for this process's writer lock)")
-        if shared is not None:
-            try:
-                fcntl.flock(shared, fcntl.LOCK_EX)  # blocks without the GIL; a dead holder's lock is freed
-            except BaseException:
-                writer.release()
-                raise
-        holders.add(raw)
-
-    def _give_back(dbapi_connection: Any) -> None:
-        raw = id(dbapi_connection)
-        if raw in holders:
-            holders.discard(raw)
-            if shared is not None:
-                fcntl.flock(shared, fcntl.LOCK_UN)
-            writer.release()
-
-    def _then_give_back(end: Callable[[Any], None]) -> Callable[[Any], None]:
-        # SQLAlchemy has no event after a commit, so the dialect's own step is wrapped; it is handed the
-        # pool's proxy of the DBAPI connection. A commit that raises keeps the lock: the rollback that
-        # follows gives it back.
-        def ended(proxy: Any) -> None:
-            end(proxy)
-            _give_back(getattr(proxy, "dbapi_connection", proxy))
-
-        return ended
-
-    for step in ("do_commit", "do_rollback"):  # on this engine's own dialect instance
-        setattr(engine.dialect, step, _then_give_back(getattr(engine.dialect, step)))
-    # The fallbacks: a connection returned to the pool, or dropped, while it still holds the lock.
-    event.listen(engine.pool, "checkin", lambda dbapi_connection, _record: _give_back(dbapi_connection))
-    event.listen(engine.pool, "invalidate", lambda dbapi_connection, _record, _exc: _give_back(dbapi_connection))
-
-
 def get_engine(url: str | None = None) -> Engine:
     url = url or get_settings().database_url
     engine = _engines.get(url)  # built already: no lock (several per cell); building is under the lock
@@ -231,8 +146,8 @@ def get_engine(url: str | None = None) -> Engine:
                 url, connect_args={"check_same_thread": False, "timeout": 30}, pool_size=max(16, _pool_size + 4),
                 max_overflow=-1, json_serializer=_to_json,
             )
-            event.listen(engine, "connect", _sqlite_pragmas)
-            _serialise_sqlite_writers(engine)
+            event.listen(engine, "connect", sqlite_pragmas)
+            serialise_sqlite_writers(engine, _writer_file)
         else:
             engine = create_engine(url, pool_pre_ping=_pre_ping, pool_size=_pool_size, max_overflow=60,
                                    json_serializer=_to_json)

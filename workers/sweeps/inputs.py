@@ -44,7 +44,8 @@ from afpbench.workers.sweeps.gate_run import fixture_gate, gate_key, prepare_fix
 from afpbench.workers.sweeps.prepared_cache import Report, prepared_cache
 from afpbench.workers.sweeps.seal import SealInputs
 from afpbench.workers.sweeps.sources import FixtureSource, InstructionSource, JudgePromptSource, catalogue_entry
-from afpbench.workers.sweeps.spec import ModelSpec, SweepSpec, parse_spec
+from afpbench.workers.sweeps.spec import ModelSpec, SweepSpec
+from afpbench.workers.sweeps.spec_loading import parse_spec
 from afpbench.workers.sweeps.stored_fixtures import StoredFixtureFiles, stored_files
 
 

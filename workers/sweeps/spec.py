@@ -1,43 +1,25 @@
 """The sweep spec: a YAML file that declares models, judges, conditions, fixtures and repeats.
 
 Everything here is sealed with the sweep (secrets are never in a spec: a model names the environment
-variable that holds its key). See docs/SPEC.md for the documented format.
+variable that holds its key). See docs/SPEC.md for the documented format. This module is the schema;
+reading one from data or a file: spec_loading.py; literal credentials: spec_secrets.py.
 """
 
 from __future__ import annotations
 
-import difflib
-import types
-import typing
-from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    ValidationInfo,
-    field_validator,
-    model_validator,
-)
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from afpbench.fixtures.loader import InputFileError, load_yaml, read_input_text
 from afpbench.reference.hashing import json_sha256
-from afpbench.workers.errors import SpecError
 from afpbench.workers.limits.base import Limits
 from afpbench.workers.providers import key_policy
 from afpbench.workers.providers.families import PROVIDERS
 from afpbench.workers.providers.structured import STRUCTURED_OUTPUT_PARAM, param_problem
 from afpbench.workers.providers.url_policy import base_url_problem
-from afpbench.workers.redact import mask_secrets
 from afpbench.workers.spec_values import Count, Line, Number, StrictModel, checked_base_url, refuse_unstorable
-from afpbench.workers.sweeps.sources import (
-    FixtureSource,
-    InstructionSource,
-    JudgePromptSource,
-    resolve_spec_paths,
-)
+from afpbench.workers.sweeps.sources import FixtureSource, InstructionSource, JudgePromptSource
+from afpbench.workers.sweeps.spec_secrets import literal_secret_at
 
 CONDITIONS: tuple[Literal["A", "B", "C", "D"], ...] = ("A", "B", "C", "D")
 NO_JUDGES = ("missing: add judges: [...] or write judges: [] to run without judges: every answered cell "
@@ -46,17 +28,6 @@ HIGH_RISK_MIN_REPEATS = 3
 # Afpbench's own secrets can never be named as a provider key: a spec (perhaps posted to
 # the HTTP API) could otherwise send them as a bearer token to any base_url it names.
 RESERVED_KEY_VARIABLES = key_policy.RESERVED_KEY_VARIABLES
-# Validation context of a spec that arrives from outside (a spec file, a posted body): also apply the
-# operator's settings-dependent rules (the key allow-list). Stored specs are re-read without it: they
-# were checked when accepted, and the key is checked again where it is read (types.key_for).
-OPERATOR_POLICY = {"operator_policy": True}
-# Spec fields whose content is input data (fixtures, instruction texts, a judge prompt): like a file's
-# text they are not scanned for key-shaped strings (a fixture may be about a leaked key).
-INLINE_DATA_PATHS = frozenset({"fixtures.inline", "instructions.inline", "judge_prompt.inline"})
-# Mapping keys that mean "a credential is written here" anywhere in a spec (compared lower-case, '-' as '_').
-_SECRET_FIELD_NAMES = frozenset(
-    {"api_key", "apikey", "key", "token", "access_token", "authorization", "password", "secret", "x_api_key"}
-)
 
 
 class Prices(StrictModel):
@@ -96,7 +67,7 @@ class ModelSpec(StrictModel):
     def _allowed_key_variable(cls, v: str | None, info: ValidationInfo) -> str | None:
         if v is not None and (reserved := key_policy.reserved_refusal(v)):
             raise ValueError(reserved)
-        if v is not None and (info.context or {}).get("operator_policy"):
+        if v is not None and (info.context or {}).get("operator_policy"):  # spec_loading.py:OPERATOR_POLICY
             why = key_policy.refusal(v)
             if why:
                 raise ValueError(why)
@@ -195,7 +166,7 @@ class SweepSpec(StrictModel):
     @classmethod
     def _no_literal_secrets(cls, data: Any) -> Any:
         # Also here, not only in parse_spec: the HTTP API validates posted specs with this model directly.
-        where = _literal_secret_at(data)
+        where = literal_secret_at(data)
         if where:
             raise ValueError(f"{where}: looks like a literal credential; name an environment variable in 'api_key_env'")
         return data
@@ -236,121 +207,3 @@ class SweepSpec(StrictModel):
     def resolved(self) -> dict[str, Any]:
         """The spec with every default filled in: what is stored and sealed."""
         return self.model_dump(mode="json")
-
-
-def _describe(exc: ValidationError) -> str:
-    """Every error of the spec, one line each (one error: on the same line as the source)."""
-    lines = []
-    for err in exc.errors():
-        loc = tuple(err["loc"])
-        where = ".".join(str(p) for p in loc) or "(top level)"
-        if err["type"] == "extra_forbidden" and loc:
-            msg = _unknown_field(loc)
-        else:
-            msg = err["msg"].removeprefix("Value error, ")
-        lines.append(f"{where}: {msg}")
-    missing = f"judges: {NO_JUDGES}"
-    if missing in lines and any(line.endswith("did you mean 'judges'?") and "." not in line.split(":")[0]
-                                for line in lines):
-        lines.remove(missing)  # the typo'd key already says where the judges went
-    if len(lines) == 1:
-        return lines[0]
-    return f"{len(lines)} problems:" + "".join(f"\n  {line}" for line in lines)
-
-
-def _unknown_field(loc: tuple) -> str:
-    known = _field_names_at(loc[:-1])
-    close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
-    if close:
-        return f"unknown field; did you mean '{close[0]}'?"
-    return "unknown field" + (f" (known here: {', '.join(known)})" if known else "")
-
-
-def _field_names_at(loc: tuple) -> list[str]:
-    """The field names of the spec model reached by following `loc` from the top (list indexes skipped)."""
-    model: type[BaseModel] | None = SweepSpec
-    for part in loc:
-        if isinstance(part, int):
-            continue
-        field = model.model_fields.get(str(part)) if model else None
-        model = _model_in(field.annotation) if field else None
-        if model is None:
-            return []
-    return list(model.model_fields) if model else []
-
-
-def _model_in(annotation: Any) -> type[BaseModel] | None:
-    """The spec model inside an annotation such as list[ModelSpec] or Limits | None."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    if typing.get_origin(annotation) in (list, typing.Union, types.UnionType):
-        for arg in typing.get_args(annotation):
-            found = _model_in(arg)
-            if found:
-                return found
-    return None
-
-
-def _literal_secret_at(data: Any, path: str = "") -> str | None:
-    """Where a spec holds a credential literally: a credential-named key, or a key-shaped value.
-
-    The per-model check missed keys in `params` (sent in the request body) or in any
-    other field; a spec is stored and sealed, so a literal key there would reach the database."""
-    if isinstance(data, dict):
-        for k, v in data.items():
-            here = f"{path}.{k}" if path else str(k)
-            if str(k).lower().replace("-", "_") in _SECRET_FIELD_NAMES:
-                return here
-            if here in INLINE_DATA_PATHS:
-                continue
-            found = _literal_secret_at(v, here)
-            if found:
-                return found
-    elif isinstance(data, list):
-        for i, v in enumerate(data):
-            found = _literal_secret_at(v, f"{path}.{i}" if path else str(i))
-            if found:
-                return found
-    elif isinstance(data, str) and any(c.isdigit() for c in data) and mask_secrets(data) != data:
-        return path or "(top level)"
-    return None
-
-
-def parse_spec(data: Any, source: str = "spec", *, operator_policy: bool = False) -> SweepSpec:
-    """A spec from its data. `operator_policy`: the spec arrives from outside (a file, a command line),
-    so the rules that depend on this server's settings apply too (see OPERATOR_POLICY)."""
-    if not isinstance(data, dict):
-        what = "empty file" if data is None else type(data).__name__
-        raise SpecError(f"{source}: expected a mapping of sweep fields, got {what}")
-    where = _literal_secret_at(data)
-    if where:
-        raise SpecError(
-            f"{source}: {where}: looks like a literal credential, which is not allowed in a spec: put the "
-            "key in an environment variable and name that variable in 'api_key_env'"
-        )
-    try:
-        return SweepSpec.model_validate(data, context=OPERATOR_POLICY if operator_policy else None)
-    except ValidationError as exc:
-        raise SpecError(f"{source}: {_describe(exc)}") from None
-
-
-def load_spec(path: str | Path) -> SweepSpec:
-    p = Path(path)
-    if not p.is_file():
-        raise SpecError(f"{path}: spec file not found")
-    try:
-        # Size cap, UTF-8 check, alias bombs and duplicate keys (fixtures/loader.py).
-        data = load_yaml(read_input_text(p))
-    except InputFileError as exc:
-        raise SpecError(f"{path}: {exc}") from None
-    # Paths in a spec file mean what they say next to the file, whatever directory afpbench runs in.
-    return resolve_spec_paths(parse_spec(data, str(path), operator_policy=True), p, str(path))
-
-
-def demo_spec() -> SweepSpec:
-    """The zero-configuration demo: every pilot fixture x A-D x the simulated model, judged by sim."""
-    sim = {"provider": "sim", "model": "sim-1", "label": "sim (simulated)"}
-    return parse_spec(
-        {"name": "demo (simulated)", "models": [sim], "judges": [{**sim, "label": "sim-judge (simulated)"}]},
-        "demo",
-    )

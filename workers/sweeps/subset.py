@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from afpbench.workers.errors import SpecError
-from afpbench.workers.sweeps.spec import SweepSpec, parse_spec
+from afpbench.workers.sweeps.spec import SweepSpec
+from afpbench.workers.sweeps.spec_loading import parse_spec
 
 
 @dataclass(frozen=True)

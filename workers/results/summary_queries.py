@@ -1,0 +1,137 @@
+"""The GROUP BY queries a sweep's summary is computed from (aggregation.py): cells counted by state,
+scored cells grouped with their latest result and judged attempt, tokens and cost per model, and the
+matched units of each paired comparison. Python only ever sees grouped rows.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import ColumnElement, case, exists, func, select
+from sqlalchemy.orm import aliased
+from sqlmodel import Session, col
+
+from afpbench.scoring.measures import COST_RULE, MEANS, ScoredGroup, Sum, TokenCounts, token_cost
+from afpbench.scoring.rates import (
+    SCORED,
+    PairUnit,
+    StateCounts,
+    StateRow,
+    compare,
+    pair_tables,
+    pending_reading,
+)
+from afpbench.workers.results.summary import Comparison, ComparisonHead, Cost, CostRow, PendingComparison, comparison
+from afpbench.workers.store.models import Attempt, Cell, Phase, Result
+from afpbench.workers.sweeps.spec import HIGH_RISK_MIN_REPEATS, ModelSpec
+
+COMPARISONS = (("C", "B"), ("D", "C"), ("C", "A"), ("B", "A"))
+PENDING_READING = pending_reading(HIGH_RISK_MIN_REPEATS)
+
+
+def state_counts(session: Session, sweep_id: str) -> StateCounts:
+    """Cells counted by fixture, condition, model, phase and state, folded into the summary's groupings as
+    the grouped rows stream by (scoring.rates.StateCounts), in fixture order: a row per model and fixture,
+    never held."""
+    fixture_keys = (col(Cell.fixture_id), col(Cell.fixture_version), col(Cell.condition))
+    cols = (*fixture_keys, col(Cell.model_hash), col(Cell.high_risk), col(Cell.phase), col(Cell.state))
+    q = (select(*cols, func.count().label("cells")).where(col(Cell.sweep_id) == sweep_id).group_by(*cols)
+         .order_by(*fixture_keys).execution_options(yield_per=1000))
+    return StateCounts.of(
+        StateRow(model_hash=r.model_hash, condition=r.condition, fixture_id=r.fixture_id,
+                 fixture_version=r.fixture_version, high_risk=bool(r.high_risk), done=r.phase == Phase.done,
+                 state=r.state, cells=r.cells)
+        for r in session.execute(q))
+
+
+# ---------------------------------------------------------------- scores, fatal criteria, tokens, cost
+
+
+def is_latest_result() -> ColumnElement[bool]:
+    """Condition: this Result row is its cell's latest scoring run. An anti-join on the (cell_id,
+    scoring_run) unique index, so every plan is an index lookup per row, even before the planner
+    has statistics (a grouped max() subquery joined back can go quadratic on a fresh PostgreSQL)."""
+    newer = aliased(Result)
+    return ~exists().where(col(newer.cell_id) == Result.cell_id, col(newer.scoring_run) > Result.scoring_run)
+
+
+def scored_groups(session: Session, sweep_id: str) -> list[ScoredGroup]:
+    """Scored cells joined to their latest result and the attempt it judged (else the latest attempt),
+    grouped by (model_hash, condition, state, fatal_criterion): count, score sums and counts,
+    output-token sum and count."""
+    newest = aliased(Attempt)
+    judged = func.coalesce(Result.details["attempt_id"].as_integer(),
+                           select(func.max(newest.id)).where(col(newest.cell_id) == Cell.id).scalar_subquery())
+    sums = [agg(getattr(Result, name)).label(f"{name}_{kind}")
+            for name in MEANS for kind, agg in (("sum", func.sum), ("n", func.count))]
+    keys = (col(Cell.model_hash), col(Cell.condition), col(Cell.state), col(Result.fatal_criterion))
+    q = (select(*keys, func.count().label("cells"), *sums,
+                func.sum(Attempt.output_tokens).label("tokens_sum"),
+                func.count(col(Attempt.output_tokens)).label("tokens_n"))
+         .select_from(Cell)
+         .join(Result, col(Result.cell_id) == Cell.id)
+         .outerjoin(Attempt, col(Attempt.id) == judged)
+         .where(col(Cell.sweep_id) == sweep_id, col(Cell.phase) == Phase.done, col(Cell.state).in_(SCORED),
+                is_latest_result())
+         .group_by(*keys))
+    out = []
+    for r in session.execute(q).all():
+        row = r._mapping
+        out.append(ScoredGroup(
+            model_hash=r.model_hash, condition=r.condition, state=r.state, fatal_criterion=r.fatal_criterion,
+            cells=int(r.cells),
+            scores={n: Sum(int(row[f"{n}_sum"] or 0), int(row[f"{n}_n"] or 0)) for n in MEANS},
+            output_tokens=Sum(int(r.tokens_sum or 0), int(r.tokens_n or 0))))
+    return out
+
+
+def sweep_cost(session: Session, sweep_id: str, models: dict[str, ModelSpec], labels: dict[str, str]) -> Cost:
+    kinds = {"input": Attempt.input_tokens, "output": Attempt.output_tokens, "cached": Attempt.cached_tokens,
+             "reasoning": Attempt.reasoning_tokens}
+    q = (select(col(Cell.model_hash), func.count(col(Attempt.id)).label("attempts"),
+                *[func.coalesce(func.sum(column), 0).label(kind) for kind, column in kinds.items()])
+         .join(Cell, col(Cell.id) == Attempt.cell_id).where(col(Cell.sweep_id) == sweep_id).group_by(Cell.model_hash))
+    rows = []
+    for r in session.execute(q).all():
+        row = r._mapping
+        tokens = TokenCounts.model_validate({kind: int(row[kind]) for kind in kinds})
+        model = models.get(r.model_hash)
+        rows.append(CostRow(model=labels.get(r.model_hash, r.model_hash), model_hash=r.model_hash,
+                            attempts=r.attempts, tokens=tokens,
+                            usd=token_cost(model.family, model.prices, tokens) if model else None,
+                            prices=model.prices if model else None))
+    return Cost(by_model=rows, sweep_usd=sum(r.usd for r in rows if r.usd is not None), rule=COST_RULE)
+
+
+# ---------------------------------------------------------------- paired comparisons
+
+
+def _pair_units(session: Session, sweep_id: str, conditions: list[str]) -> list[PairUnit]:
+    """Matched units (model, fixture, version, repeat) with each condition's scored state, counted by
+    (model_hash, state under each condition). One GROUP BY over the cell table, no self-join: the
+    plan cannot turn quadratic, whatever the planner's statistics."""
+    per_condition = [func.max(case((col(Cell.condition) == c, Cell.state))).label(f"s_{c}") for c in conditions]
+    units = (select(col(Cell.model_hash), *per_condition)
+             .where(col(Cell.sweep_id) == sweep_id, col(Cell.phase) == Phase.done, col(Cell.state).in_(SCORED))
+             .group_by(Cell.model_hash, Cell.fixture_id, Cell.fixture_version, col(Cell.repeat))
+             .subquery())
+    cols = [units.c.model_hash, *[units.c[f"s_{c}"] for c in conditions]]
+    q = select(*cols, func.count().label("units")).group_by(*cols)
+    return [PairUnit(model_hash=r.model_hash, states={c: r._mapping[f"s_{c}"] for c in conditions}, units=r.units)
+            for r in session.execute(q).all()]
+
+
+def paired_comparisons(session: Session, sweep_id: str, conditions: list[str], labels: dict[str, str],
+                 ready: bool) -> list[Comparison]:
+    out: list[Comparison] = []
+    units = _pair_units(session, sweep_id, conditions) if ready else []
+    for first, second in COMPARISONS:
+        if first not in conditions or second not in conditions:
+            continue
+        tables = pair_tables(units, first, second)
+        for h in sorted(labels, key=lambda k: (labels[k], k)):
+            head = ComparisonHead(model=labels[h], model_hash=h, comparison=f"{first} vs {second}",
+                                  first=first, second=second)
+            if not ready:
+                out.append(PendingComparison(**head.model_dump(), reading=PENDING_READING))
+            else:
+                out.append(comparison(head, compare(first, second, tables.get(h, {}))))
+    return out
