@@ -205,16 +205,21 @@ def test_key_sent_in_header_only_and_never_stored(server, provider, auth_header,
 
 
 def test_read_timeout_is_infra_error(server):
+    """The answer is held until the call has returned (at most 30 s): a client without a read timeout
+    would wait for it and get an answer, so the outcome alone shows the timeout cut the call."""
+    release = threading.Event()
+
     def slow(h):
-        time.sleep(1.2)
+        release.wait(30)
         respond(200, json.dumps(OPENAI_ANSWER))(h)
 
     base = server.route("slow", slow)
-    started = time.monotonic()
-    result = adapter_for("openai").call(endpoint("openai", base, timeout_s=0.3), REQUEST)
+    try:
+        result = adapter_for("openai").call(endpoint("openai", base, timeout_s=0.3), REQUEST)
+    finally:
+        release.set()
     assert result.outcome == OutcomeClass.infra_error
     assert result.error.startswith("read timeout after 0.3s")
-    assert time.monotonic() - started < 1.0
     assert result.http_status is None
     assert_no_key_stored(result)
 
@@ -290,8 +295,11 @@ def test_slow_trickle_within_deadline_is_read_whole(server, chunked):
 
 @pytest.mark.parametrize("chunked", [True, False], ids=["chunked", "content-length"])
 def test_endless_trickle_hits_overall_deadline(server, chunked):
-    """Each piece arrives well within the per-read timeout, so only the overall deadline stops it."""
+    """Each piece arrives well within the per-read timeout, so only the overall deadline stops it. The
+    whole body would take about 50 s (8 bytes every 0.1 s): the bound only catches a missing deadline,
+    whatever the machine's load."""
     raw = json.dumps(OPENAI_ANSWER).encode() * 20
+    assert len(raw) / 8 * 0.1 > 40
     base = server.route(f"trickle-slow-{chunked}", trickle(raw, 0.1, chunked))
     started = time.monotonic()
     result = adapter_for("openai").call(
@@ -300,7 +308,7 @@ def test_endless_trickle_hits_overall_deadline(server, chunked):
     elapsed = time.monotonic() - started
     assert result.outcome == OutcomeClass.infra_error
     assert result.error.startswith("response deadline exceeded after 0.8s")
-    assert elapsed < 1.5
+    assert elapsed < 20
 
 
 def test_gzip_body_is_decoded(server):

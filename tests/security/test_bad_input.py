@@ -65,7 +65,7 @@ P08["numeric"]["source_fields"][0]["value"] = "-15200.00"
 FIXTURE_CASES: dict[str, tuple[dict[str, str | bytes], list[str]]] = {
     "missing-field": ({"P01.yaml": _p01(outcome_requirement=None)}, ["outcome_requirement", "required"]),
     "wrong-type": ({"P01.yaml": _p01(high_risk=[1, 2])}, ["high_risk"]),
-    "unknown-key": ({"P01.yaml": _p01(bogus_field="x")}, ["bogus_field", "not permitted"]),
+    "unknown-key": ({"P01.yaml": _p01(bogus_field="x")}, ["bogus_field", "unknown field"]),
     "negative-source-value": ({"P08.yaml": yaml.safe_dump(P08, sort_keys=False)},
                               ["numeric.source_fields.0.value", "negative"]),
     "bad-regex": ({"P01.yaml": _with_assertion(check="matches", pattern="([unclosed")}, ["not a valid regex"]),
@@ -213,7 +213,8 @@ def test_secrets_in_a_refused_spec_are_not_echoed(tmp_path, cli_outcomes):
 
 
 def test_a_50_mb_fixture_or_spec_is_refused_before_it_is_read(tmp_path):
-    """Size cap (5 MB): refused from the file size, in well under a second, not parsed for minutes."""
+    """Size cap (5 MB): refused from the file size (the message is the size check's), not parsed for
+    minutes; the time bound only catches a hang, whatever the machine's load."""
     (tmp_path / "fx").mkdir()
     _write(tmp_path / "fx" / "P01.yaml", _big(P01))
     _write(tmp_path / "spec.yaml", _big(yaml.safe_dump({"judges": [], "models": [SIM]})))
@@ -222,17 +223,18 @@ def test_a_50_mb_fixture_or_spec_is_refused_before_it_is_read(tmp_path):
         load_fixtures(tmp_path / "fx")
     with pytest.raises(SpecError, match=r"spec\.yaml: file is 50\.0 MB, over the 5 MB limit"):
         load_spec(tmp_path / "spec.yaml")
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 30
 
 
 def test_an_alias_bomb_is_refused_before_it_is_expanded(tmp_path):
-    """9 levels x 9 aliases = 387 million nodes if walked; the expanded size is counted on the DAG."""
+    """12 levels x 12 aliases, about 9 x 10^12 nodes if walked (no end in sight); the expanded size is
+    counted on the DAG. The time bound only catches that walk, whatever the machine's load."""
     (tmp_path / "fx").mkdir()
     _write(tmp_path / "fx" / "P01.yaml", _bomb(levels=12, width=12))
     started = time.monotonic()
     with pytest.raises(FixtureError, match="expands to more than 100000 nodes"):
         load_fixtures(tmp_path / "fx")
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 30
 
 
 def test_yaml_anchors_within_limits_still_work_in_a_spec(tmp_path):
