@@ -8,7 +8,7 @@ probabilities"; the form R's dbinom and dhyper use): every term is small, so the
 Tails are summed outward from their largest term by the ratio of neighbours until the rest is negligible.
 
 The two-sided tests follow SciPy 1.17's definitions (scipy/stats/_binomtest.py, binomtest; and
-_stats_py.py, fisher_exact), tolerances and tie rules included; tests/unit/test_exact.py compares every
+_stats_py.py, fisher_exact), tolerances and tie rules included; tests/unit/scoring/test_exact.py compares every
 function with SciPy.
 """
 

@@ -116,7 +116,7 @@ def _check_every_route_needs_the_token(base: str) -> None:
     assert len(routes) >= 14
     for path, methods in routes:
         if path.startswith("/view"):
-            continue  # the viewer signs in with a cookie, not the header: tests/unit/test_viewer.py
+            continue  # the viewer signs in with a cookie, not the header: tests/unit/api/viewer/test_viewer.py
         url = base + re.sub(r"\{[^}]+\}", "1", path)
         for method in methods - {"HEAD"}:
             for headers in ({}, {"Authorization": "Bearer not-the-token"}):

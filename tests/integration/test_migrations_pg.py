@@ -1,7 +1,7 @@
 """Migrations on a real PostgreSQL: the schema they build is exactly workers/models.py, the cell key is
 UNIQUE, many processes can upgrade at once, and a database behind the code is refused.
 
-The same checks as tests/unit/test_migrations.py (SQLite), on the database distributed mode uses.
+The same checks as tests/unit/workers/store/test_migrations.py (SQLite), on the database distributed mode uses.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import SQLModel
 
 from afpbench.workers.store import migrate
-from tests.unit.test_migrations import (
+from tests.unit.workers.store.test_migrations import (
     assert_0002_adds_the_judge_call_columns_and_keeps_old_rows,
     assert_0003_moves_the_fixture_texts_into_rows,
     assert_schema_matches_models,

@@ -20,7 +20,7 @@ import pytest
 from afpbench.workers.providers.registry import adapter_for
 from afpbench.workers.providers.transport import close_thread_sessions, session_for
 from afpbench.workers.providers.types import ChatRequest, Endpoint, OutcomeClass
-from tests.unit.test_provider_classification import expected_class
+from tests.unit.workers.providers.test_classify import expected_class
 
 SAMPLES_DIR = Path(
     os.environ.get("AFP_PROVIDER_SAMPLES")

@@ -6,7 +6,7 @@ asks here first, with one plain query of Alembic's version table, and imports wo
 only for anything else: a new SQLite file, a database behind or ahead, an odd version table.
 
 The head is read from the migration scripts themselves (each names its `revision` and `down_revision`),
-not written down a second time; tests/unit/test_schema_version.py checks it against Alembic's own head.
+not written down a second time; tests/unit/workers/store/test_schema_version.py checks it against Alembic's own head.
 """
 
 from __future__ import annotations

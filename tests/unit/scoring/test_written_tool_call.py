@@ -1,7 +1,7 @@
 """A tool call written as text is detected, named and never turned into a call (scoring/written_tool_call.py).
 
 Texts here are SIMULATED shapes of the chat-template conventions; the shapes recorded from a real model
-are checked in tests/unit/test_realmodel_shapes.py."""
+are checked in tests/unit/scoring/test_realmodel_shapes.py."""
 
 import pytest
 

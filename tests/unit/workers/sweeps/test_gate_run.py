@@ -38,8 +38,8 @@ from afpbench.workers.sweeps.fixture_map import facts_of
 from afpbench.workers.sweeps.inputs import load_inputs
 from afpbench.workers.sweeps.spec_loading import parse_spec
 from benchmarks.harness import make_fixtures
+from tests.conftest import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork") or (os.cpu_count() or 1) < 2, reason="needs fork, 2 cores")
 
 
@@ -264,7 +264,7 @@ def a_gate_that_raises_is_left_to_validity_reports(generated: str) -> None:
 def _in_a_fresh_process(check: str, *args: str) -> None:
     """Run one of the checks above in a new interpreter: a test process has other threads alive (earlier
     tests' lease keeper, HTTP deadlines...), and with any other thread the gate rightly never forks."""
-    code = f"import tests.unit.test_gate_run as t; t.{check}(*{args!r})"
+    code = f"import tests.unit.workers.sweeps.test_gate_run as t; t.{check}(*{args!r})"
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
 

@@ -1,4 +1,5 @@
-"""Ids that name no row give a known, one-line failure (an AfpbenchError), never an AttributeError."""
+"""Completion is a database fact (workers/cells/completion.py): an id that names no sweep wins no claim,
+a known one-line failure rather than an AttributeError."""
 
 from __future__ import annotations
 
@@ -6,8 +7,6 @@ import pytest
 from sqlmodel import select
 
 from afpbench.workers.cells.completion import claim_aggregate
-from afpbench.workers.errors import RecordNotFound
-from afpbench.workers.grading.scorer import score_answer, score_cell
 from afpbench.workers.store.db import session_scope
 from afpbench.workers.store.models import Aggregate
 
@@ -16,14 +15,6 @@ from afpbench.workers.store.models import Aggregate
 def db(sqlite_url, settings_env):
     settings_env(AFP_DATABASE_URL=sqlite_url)
     return sqlite_url
-
-
-def test_scoring_an_unknown_cell_is_record_not_found(db) -> None:
-    """Rule: a cell id that names no cell is refused with RecordNotFound naming the id."""
-    with pytest.raises(RecordNotFound, match="no cell with id 424242"):
-        score_cell(424242, "unit-worker")
-    with session_scope() as session, pytest.raises(RecordNotFound, match="no cell with id 424243"):
-        score_answer(session, 424243)
 
 
 def test_the_aggregate_of_an_unknown_sweep_is_never_claimed(db) -> None:

@@ -1,6 +1,6 @@
 """A judge reply read as a judgement: truncation named as such (not a JSON error), repetition loops named,
 and a retry that differs from the try it repeats. Texts written for these tests are SIMULATED; the real
-shapes recorded from a local model are in tests/unit/test_realmodel_shapes.py."""
+shapes recorded from a local model are in tests/unit/scoring/test_realmodel_shapes.py."""
 
 import json
 

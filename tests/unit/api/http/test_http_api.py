@@ -83,7 +83,7 @@ def test_every_route_but_healthz_requires_the_bearer_token(client):
     assert {"/sweeps", "/cells/{cell_id}", "/metrics", "/docs", "/openapi.json"} <= {p for p, _ in routes}
     for path, methods in routes:
         if path.startswith("/view"):
-            continue  # the viewer signs in with a cookie, not the header: tests/unit/test_viewer.py
+            continue  # the viewer signs in with a cookie, not the header: tests/unit/api/viewer/test_viewer.py
         for method in methods - {"HEAD"}:
             for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {TOKEN}"}):
                 response = client.request(method, _concrete(path), headers=headers)

@@ -14,10 +14,11 @@ from afpbench.workers.errors import MissingKey, UnknownProvider
 from afpbench.workers.providers.classify import parse_duration, retry_after_from
 from afpbench.workers.providers.registry import adapter_for
 from afpbench.workers.providers.types import ChatRequest, Endpoint, OutcomeClass, key_for
+from tests.conftest import REPO
 
 SAMPLES_DIR = Path(
     os.environ.get("AFP_PROVIDER_SAMPLES")
-    or Path(__file__).resolve().parents[3] / "shared" / "provider-samples"
+    or REPO.parent / "shared" / "provider-samples"
 )
 SAMPLES = sorted(SAMPLES_DIR.glob("*.json")) if SAMPLES_DIR.is_dir() else []
 SAMPLE_FAMILY = {

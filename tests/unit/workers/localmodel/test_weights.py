@@ -18,6 +18,7 @@ import pytest
 
 from afpbench.workers.errors import LocalModelMissing, SettingError, WeightsMismatch
 from afpbench.workers.localmodel.weights import WEIGHTS, known, verified_file
+from tests.conftest import REPO
 
 CHUNKS = [b"GGUF" + bytes(range(256)) * 3, b"middle" * 500, b"tail"]
 
@@ -109,6 +110,6 @@ def test_known_sizes_and_the_pinned_table():
 def test_the_extra_pins_exactly_the_default_weights_and_the_engine():
     import tomllib
 
-    repo = Path(__file__).resolve().parents[2]
+    repo = REPO
     extra = tomllib.loads((repo / "pyproject.toml").read_text())["project"]["optional-dependencies"]["local-model"]
     assert sorted(extra) == sorted(["xllamacpp==2026.10.11549", *WEIGHTS["0.5b"].requirements()])

@@ -8,7 +8,6 @@ from __future__ import annotations
 import ast
 import random
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
@@ -32,8 +31,9 @@ from afpbench.scoring.rates import (
     rate_blocks,
 )
 from afpbench.workers.sweeps.spec import Prices
+from tests.conftest import REPO
 
-SCORING = Path(__file__).resolve().parents[2] / "scoring"
+SCORING = REPO / "scoring"
 
 
 def _row(condition: str = "C", state: str | None = PASS, cells: int = 1, *, done: bool = True, fixture: str = "P01",

@@ -38,10 +38,11 @@ from afpbench.workers.sim.server import SimConfig, SimServer
 from afpbench.workers.sweeps.endpoints import endpoint_for
 from afpbench.workers.sweeps.spec import ModelSpec
 from afpbench.workers.sweeps.spec_loading import load_spec
+from tests.conftest import REPO
 from tests.unit.conftest import make_fixture
 
 SAMPLES_DIR = Path(
-    os.environ.get("AFP_PROVIDER_SAMPLES") or Path(__file__).resolve().parents[3] / "shared" / "provider-samples"
+    os.environ.get("AFP_PROVIDER_SAMPLES") or REPO.parent / "shared" / "provider-samples"
 )
 KEY_ENV = "AFP_STRUCTURED_TEST_KEY"
 FIXTURES = {f.id: f for f in load_fixtures(None)}

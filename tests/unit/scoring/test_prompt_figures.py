@@ -13,7 +13,7 @@ from afpbench.scoring.numbers import figures_in
 from afpbench.scoring.prompt_figures import figures_by_prompt, figures_in_parts, folded_text
 from afpbench.scoring.render import VISIBLE_JOIN, render
 from afpbench.scoring.vocabulary import normalise_space
-from tests.unit.test_numbers import VARIED
+from tests.unit.scoring.test_numbers import VARIED
 
 
 def test_every_pilot_prompt_matches_the_joined_scan():

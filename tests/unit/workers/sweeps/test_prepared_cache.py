@@ -23,9 +23,8 @@ from afpbench.workers.sweeps import gate_run, prepared_cache
 from afpbench.workers.sweeps.fixture_map import facts_of
 from afpbench.workers.sweeps.inputs import load_inputs
 from afpbench.workers.sweeps.spec_loading import parse_spec
-from tests.unit.test_gate_run import _break, _generate
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.conftest import REPO
+from tests.unit.workers.sweeps.test_gate_run import _break, _generate
 
 
 @pytest.fixture

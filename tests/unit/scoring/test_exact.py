@@ -18,7 +18,7 @@ from fractions import Fraction
 import pytest
 
 from afpbench.scoring.exact import binom_quantile_root, binom_test_half, fisher_exact_two_sided, hypergeom_pmf
-from tests.unit.test_exclusion_balance import fisher_two_sided
+from tests.unit.scoring.test_balance import fisher_two_sided
 
 stats = pytest.importorskip("scipy.stats")
 np = pytest.importorskip("numpy")
@@ -146,7 +146,7 @@ def test_fisher_exact_is_scipys_on_large_and_lopsided_tables():
 
 def test_fisher_exact_is_the_sum_by_its_definition():
     """Rule: exclusion balance by its definition (each table's probability a correctly rounded ratio of
-    integers, test_exclusion_balance.py), on small tables, ties included, and one of 2,000 cells."""
+    integers, test_balance.py), on small tables, ties included, and one of 2,000 cells."""
     for t in [(3, 7, 9, 1), (0, 5, 5, 0), (2, 2, 2, 2), (10, 0, 3, 12), (1, 20, 7, 4), (400, 600, 430, 570)]:
         assert fisher_exact_two_sided(*t) == pytest.approx(fisher_two_sided(*t), rel=1e-12), t
 

@@ -40,8 +40,9 @@ from afpbench.scoring.states import ResultState
 from afpbench.scoring.validity import ValidityReport
 from afpbench.scoring.verdict import decide
 from afpbench.scoring.vocabulary import afp_terms, find_terms
+from tests.conftest import REPO
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "varied_answers"
+DATA = REPO / "tests" / "data" / "varied_answers"
 FIXTURES = {fx.id: fx for fx in load_fixtures()}
 INSTRUCTIONS = load_instructions()
 TERMS = afp_terms([INSTRUCTIONS.text("C"), INSTRUCTIONS.text("D")])

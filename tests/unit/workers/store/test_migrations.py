@@ -10,7 +10,6 @@ from __future__ import annotations
 import fnmatch
 import json
 import tomllib
-from pathlib import Path
 
 import pytest
 from alembic import command
@@ -21,8 +20,8 @@ from sqlmodel import SQLModel
 from typer.testing import CliRunner
 
 from afpbench.workers.store import migrate, models  # noqa: F401  (models registers the tables)
+from tests.conftest import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 PILOT_P01 = (REPO / "fixtures" / "pilot" / "P01.yaml").read_text(encoding="utf-8")
 
 
