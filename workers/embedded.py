@@ -48,7 +48,7 @@ class _PromptConsumer(Consumer):
 
 
 class _Controller(WorkController):
-    # How long leaving the context waits for tasks in flight; a cancelled run lowers it (api/cli.py).
+    # How long leaving the context waits for tasks in flight; a cancelled run lowers it (api/cli_run.py).
     stop_wait_s = 15.0
 
     def __init__(self, *args, **kwargs):
