@@ -1,7 +1,9 @@
 """How a pydantic ValidationError reads, the same for every input afpbench validates (a sweep spec, a
-fixture file, a simulator's canned responses): one line per problem, `where: what`, pydantic's
-"Value error, " prefix dropped, an unknown field with the nearest known name (or the names known there).
-One problem stays on one line; several are counted and listed one per line beneath.
+fixture file, a simulator's canned responses): each problem as `where: what`, pydantic's "Value error, "
+prefix dropped, an unknown field with the nearest known name (or the names known there).
+
+A fixture or canned file's problems stay on one line, `; ` between them (`describe`); a spec's, which may
+be many, are counted and listed one per line beneath the file's name (`as_message`, docs/SPEC.md).
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ from pydantic import BaseModel, ValidationError
 
 
 def describe(exc: ValidationError, root: type[BaseModel]) -> str:
-    """Every problem of `exc`, raised validating `root`, as one message."""
-    return as_message(problem_lines(exc, root))
+    """Every problem of `exc`, raised validating `root`, on one line."""
+    return "; ".join(problem_lines(exc, root))
 
 
 def problem_lines(exc: ValidationError, root: type[BaseModel]) -> list[str]:
@@ -36,6 +38,7 @@ def problem_lines(exc: ValidationError, root: type[BaseModel]) -> list[str]:
 
 
 def as_message(lines: Sequence[str]) -> str:
+    """The problems as a spec's message: one on the same line, several counted and listed beneath."""
     if len(lines) == 1:
         return lines[0]
     return f"{len(lines)} problems:" + "".join(f"\n  {line}" for line in lines)
