@@ -22,13 +22,15 @@ the variance estimate is zero again). The exact paired interval and McNemar p st
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import Field
 
 from afpbench.scoring.rates import Contract, PairTable
+from afpbench.scoring.student_t import t_quantile, t_two_sided_p
 
 METHOD = ("pooled paired difference with the CR2 fixture-clustered standard error and a t reference on "
           "the Bell-McCaffrey degrees of freedom")
@@ -82,25 +84,23 @@ class ClusteredDifference(Contract):
     note: str
 
 
-def _weights(sizes: Sequence[int]) -> tuple[int, list[float]]:
-    total = sum(sizes)
-    return total, [n / total for n in sizes]
-
-
-def bell_mccaffrey_df(sizes: Sequence[int]) -> float:
-    """Degrees of freedom of the CR2 variance of a mean over clusters of these sizes, under the working
-    model of independent pairs with equal variance (Bell & McCaffrey 2002, eq. 6; Imbens & Kolesar 2016).
+def bell_mccaffrey_df(sizes: Sequence[int] | Mapping[int, int]) -> float:
+    """Degrees of freedom of the CR2 variance of a mean over clusters of these sizes (a list, or a mapping of
+    size to how many clusters have it), under the working model of independent pairs with equal variance
+    (Bell & McCaffrey 2002, eq. 6; Imbens & Kolesar 2016).
 
     With M = (I-H) sum_g a_g a_g' (I-H) seen through its G x G Gram matrix, M_gh = [g = h] n_g k_g^2 -
     n_g k_g n_h k_h / N with k_g = (1 - n_g/N)^(-1/2); df = tr(M)^2 / tr(M^2). Equal sizes give G - 1."""
-    if len(sizes) < 2 or min(sizes) < 1:
-        raise ValueError(f"need at least two clusters of at least one pair, got sizes {list(sizes)}")
-    total, weights = _weights(sizes)
-    a = [n / (1 - w) for n, w in zip(sizes, weights, strict=True)]  # n_g k_g^2
-    b2 = [n * n / (1 - w) for n, w in zip(sizes, weights, strict=True)]  # (n_g k_g)^2
-    trace = sum(a) - sum(b2) / total
-    cross = sum(x * y for x, y in zip(a, b2, strict=True))
-    trace_sq = sum(x * x for x in a) - 2 * cross / total + (sum(b2) / total) ** 2
+    counts = dict(sizes) if isinstance(sizes, Mapping) else dict(Counter(sizes))
+    if sum(counts.values()) < 2 or min(counts) < 1:
+        raise ValueError(f"need at least two clusters of at least one pair, got sizes {counts}")
+    total = sum(n * k for n, k in counts.items())
+    a = {n: n / (1 - n / total) for n in counts}  # n_g k_g^2
+    b2 = {n: n * n / (1 - n / total) for n in counts}  # (n_g k_g)^2
+    sum_b2 = sum(b2[n] * k for n, k in counts.items())
+    trace = sum(a[n] * k for n, k in counts.items()) - sum_b2 / total
+    cross = sum(a[n] * b2[n] * k for n, k in counts.items())
+    trace_sq = sum(a[n] ** 2 * k for n, k in counts.items()) - 2 * cross / total + (sum_b2 / total) ** 2
     return trace * trace / trace_sq
 
 
@@ -108,7 +108,8 @@ def cr2_variance(tables: Sequence[ClusterTable]) -> float:
     """CR2 variance of the pooled difference: sum_g S_g^2 / (1 - n_g/N) / N^2, S_g the fixture's sum of
     residuals. For a mean, CR2's adjustment (I - H_gg)^(-1/2) scales S_g by (1 - n_g/N)^(-1/2); equal
     sizes give CR1's G/(G-1) times the plain sandwich."""
-    total, weights = _weights([t.pairs for t in tables])
+    total = sum(t.pairs for t in tables)
+    weights = [t.pairs / total for t in tables]
     mean = sum(t.difference_sum for t in tables) / total
     return sum((t.difference_sum - t.pairs * mean) ** 2 / (1 - w) for t, w in zip(tables, weights, strict=True)) / (
         total * total)
@@ -146,11 +147,9 @@ def clustered_difference(tables: Iterable[ClusterTable], confidence: float = 0.9
     if _no_spread(used):
         return result("no spread between fixtures", "every fixture shows the pooled difference exactly, so the "
                                                     "clustered variance is zero; read the exact interval")
-    from scipy.stats import t as student_t  # lazily: importing scipy.stats costs the CLI 0.6-1.7 s
-
     se = math.sqrt(cr2_variance(used))
     df = bell_mccaffrey_df([t.pairs for t in used])
-    half = float(student_t.ppf(1 - (1 - confidence) / 2, df)) * se
-    p = min(1.0, float(2 * student_t.sf(abs(difference) / se, df)))
+    half = t_quantile(1 - (1 - confidence) / 2, df) * se
+    p = min(1.0, t_two_sided_p(difference / se, df))
     return result("ok", f"clustered by fixture: {len(used)} fixtures, t on {df:.1f} degrees of freedom", se=se,
                   df=df, interval=(max(-1.0, difference - half), min(1.0, difference + half)), p=p)

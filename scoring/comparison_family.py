@@ -42,7 +42,8 @@ def default_family(conditions: Iterable[str]) -> list[ConditionPair]:
     """Every pair of the given conditions, the later condition first, ordered by first then second:
     A-D gives B vs A, C vs A, C vs B, D vs A, D vs B, D vs C. Fewer than two conditions: no pair."""
     present = sorted(set(conditions), key=_check_condition)
-    return [ConditionPair(later, earlier) for earlier, later in combinations(present, 2)]
+    pairs = [ConditionPair(later, earlier) for earlier, later in combinations(present, 2)]
+    return sorted(pairs, key=lambda p: (_rank(p.first), _rank(p.second)))
 
 
 def declared_family(pairs: Iterable[Sequence[str] | str],

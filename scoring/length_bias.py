@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pydantic import Field
 
 from afpbench.scoring.rates import Contract
+from afpbench.scoring.student_t import t_quantile, t_two_sided_p
 
 METHOD = ("within fixture x condition: slope of the judge's total on log2(answer length), "
           "CR1 standard error clustered by fixture, t on fixtures - 1 degrees of freedom")
@@ -97,11 +98,9 @@ def length_bias(answers: Iterable[JudgedAnswer], confidence: float = 0.95) -> Le
     se = math.sqrt(groups / (groups - 1) * sum(s * s for s in score.values())) / sxx
     if se == 0:
         return result("every answer lies on the fitted line: no interval", slope=slope, se=0.0)
-    from scipy.stats import t as student_t  # lazily, as everywhere in scoring/
-
     df = groups - 1
-    half = float(student_t.ppf(1 - (1 - confidence) / 2, df)) * se
-    p = float(2 * student_t.sf(abs(slope) / se, df))
+    half = t_quantile(1 - (1 - confidence) / 2, df) * se
+    p = t_two_sided_p(slope / se, df)
     return result(f"{used} strata on {groups} fixtures", slope=slope, se=se, df=df,
                   interval=(slope - half, slope + half), p=p)
 

@@ -13,13 +13,13 @@ the rest, q - D^2 - tau^2, is within a fixture (repeats). With n_g pairs on fixt
 More repeats shrink only the first term: with F fixtures the variance never falls below tau^2 / F, so a
 difference below a floor set by tau and F cannot be reached by repeats at all (repeats_needed is None);
 only more fixtures help (fixtures_needed). Power is P(|T| > t_crit) for T non-central t on the design's
-Bell-McCaffrey degrees of freedom with non-centrality D / sqrt(Var(d)).
+Bell-McCaffrey degrees of freedom with non-centrality D / sqrt(Var(d)) (scoring/student_t.py).
 
 Where the variance model comes from: a pilot sweep's per-fixture pair tables (estimate_variance: q as
 the pooled share of discordant pairs, tau^2 by the one-way analysis-of-variance estimator), or the stated
 defaults (DEFAULT_VARIANCE: q = 0.5, the most discordance two independent outcomes have at no difference,
-and tau = 0.15, fixtures' own differences spread about +-30 points around the mean). SciPy is imported
-lazily, inside the functions.
+and tau = 0.15, fixtures' own differences spread about +-30 points around the mean). Pure Python: `run`
+prints the plan before it starts, and SciPy would cost it a second.
 """
 
 from __future__ import annotations
@@ -27,13 +27,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from statistics import NormalDist
 from typing import Literal
 
 from pydantic import Field
 
 from afpbench.scoring.clustered import ClusterTable, bell_mccaffrey_df
 from afpbench.scoring.rates import Contract
+from afpbench.scoring.student_t import two_sided_power
 
 DEFAULT_DISCORDANCE = 0.5
 DEFAULT_BETWEEN_FIXTURE_SD = 0.15
@@ -60,9 +60,9 @@ DEFAULT_VARIANCE = VarianceModel(
 
 @dataclass(frozen=True, slots=True)
 class Design:
-    """Matched pairs per fixture, for one model and one comparison."""
+    """Matched pairs per fixture for one model and one comparison, as (pairs, fixtures with that many)."""
 
-    pairs: tuple[int, ...]
+    fixtures_by_pairs: tuple[tuple[int, int], ...]
 
     @classmethod
     def of(cls, fixtures: int, repeats: int, high_risk: int = 0, high_risk_repeats: int = 3) -> Design:
@@ -70,54 +70,67 @@ class Design:
         if fixtures < 1 or repeats < 1 or not 0 <= high_risk <= fixtures:
             raise ValueError(f"need fixtures >= 1, repeats >= 1, 0 <= high_risk <= fixtures; got "
                              f"{fixtures}, {repeats}, {high_risk}")
-        return cls((repeats,) * (fixtures - high_risk) + (max(repeats, high_risk_repeats),) * high_risk)
+        counts = {repeats: fixtures - high_risk}
+        high = max(repeats, high_risk_repeats)
+        counts[high] = counts.get(high, 0) + high_risk
+        return cls(tuple(sorted((n, k) for n, k in counts.items() if k)))
+
+    @property
+    def fixtures(self) -> int:
+        return sum(k for _, k in self.fixtures_by_pairs)
+
+    @property
+    def pairs(self) -> int:
+        return sum(n * k for n, k in self.fixtures_by_pairs)
+
+    @property
+    def degrees_of_freedom(self) -> float | None:
+        return bell_mccaffrey_df(dict(self.fixtures_by_pairs)) if self.fixtures > 1 else None
 
 
 def difference_variance(model: VarianceModel, design: Design, difference: float) -> float:
-    n = design.pairs
-    total = sum(n)
+    total = design.pairs
     between = model.between_fixture_sd ** 2
-    return model.within_variance(difference) / total + between * sum(k * k for k in n) / (total * total)
+    squares = sum(n * n * k for n, k in design.fixtures_by_pairs)
+    return model.within_variance(difference) / total + between * squares / (total * total)
 
 
 def _power(alpha: float, df: float, variance: float, difference: float) -> float:
-    from scipy.stats import nct
-    from scipy.stats import t as student_t
-
     if variance <= 0:
         return 1.0 if difference else alpha
-    crit = float(student_t.ppf(1 - alpha / 2, df))
-    ncp = abs(difference) / math.sqrt(variance)
-    found = float(nct.sf(crit, df, ncp) + nct.cdf(-crit, df, ncp))
-    if math.isfinite(found):
-        return found
-    normal = NormalDist()  # SciPy's non-central t gives NaN at thousands of degrees of freedom: the normal limit
-    return normal.cdf(ncp - crit) + normal.cdf(-ncp - crit)
+    return two_sided_power(abs(difference) / math.sqrt(variance), df, alpha)
 
 
 def power(model: VarianceModel, design: Design, difference: float, alpha: float = 0.05) -> float:
     """Probability that the clustered two-sided test at `alpha` finds a true difference `difference`."""
-    if len(design.pairs) < 2:
+    df = design.degrees_of_freedom
+    if df is None:
         return 0.0  # one fixture: the clustered test does not exist
-    return _power(alpha, bell_mccaffrey_df(design.pairs), difference_variance(model, design, difference), difference)
+    return _power(alpha, df, difference_variance(model, design, difference), difference)
 
 
 def min_detectable_difference(model: VarianceModel, design: Design, alpha: float = 0.05,
                               target: float = 0.8) -> float | None:
     """The smallest true difference found with probability `target`; None when no difference up to the
     largest the discordance allows (|D| <= q) reaches it (one fixture, or tau too large for F fixtures)."""
-    from scipy.optimize import brentq
-
-    top = min(1.0, model.discordance)
-    if power(model, design, top, alpha) < target:
+    low, high = 0.0, min(1.0, model.discordance)
+    if power(model, design, high, alpha) < target:
         return None
-    return float(brentq(lambda d: power(model, design, d, alpha) - target, 1e-9, top, xtol=1e-6))
+    while high - low > 1e-5:  # a thousandth of a point  # power grows with the difference: bisect
+        mid = (low + high) / 2
+        low, high = (mid, high) if power(model, design, mid, alpha) < target else (low, mid)
+    return high
 
 
 def _first_reaching(low: int, high: int, reaches: Callable[[int], bool]) -> int | None:
-    """The smallest k in [low, high] with reaches(k), for a reaches that stays true once true."""
-    if not reaches(high):
-        return None
+    """The smallest k in [low, high] with reaches(k), for a reaches that stays true once true: doubling from
+    `low` until it reaches (the answer is usually small), then bisecting."""
+    step = low
+    while not reaches(step):
+        if step >= high:
+            return None
+        low, step = step + 1, min(high, step * 2)
+    high = step
     while low < high:
         mid = (low + high) // 2
         if reaches(mid):
@@ -186,7 +199,7 @@ def plan_comparison(first: str, second: str, model: VarianceModel, fixtures: int
     more_fixtures = fixtures_needed(model, repeats, detect, alpha, target, high_risk, high_risk_repeats)
     label = f"{first} vs {second}"
     reach = (f"could detect >= {mdd * 100:.0f} points" if mdd is not None
-             else "could detect no difference (one fixture, or fixtures differ too much for this many)")
+             else "could not detect any difference (one fixture, or fixtures differ too much for this many)")
     if needed is not None:
         how = f"{detect * 100:.0f} points needs {needed} repeat{'s' * (needed != 1)} per condition"
     else:
@@ -198,8 +211,7 @@ def plan_comparison(first: str, second: str, model: VarianceModel, fixtures: int
         fixtures_needed=more_fixtures, detect=detect, alpha=alpha, power=target,
         power_at_detect=power(model, design, detect, alpha), fixtures=fixtures, repeats=repeats,
         high_risk_fixtures=high_risk, high_risk_repeats=max(repeats, high_risk_repeats) if high_risk else repeats,
-        pairs_per_model=sum(design.pairs),
-        degrees_of_freedom=bell_mccaffrey_df(design.pairs) if fixtures > 1 else None, variance=model,
+        pairs_per_model=design.pairs, degrees_of_freedom=design.degrees_of_freedom, variance=model,
         reading=f"{label}: {reach} at {target:.0%} power (alpha {alpha:g}); {how}")
 
 

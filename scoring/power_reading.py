@@ -65,7 +65,7 @@ def read_comparison(label: str, difference: float, interval: tuple[float, float]
                        f"{shown}; not significant after the Holm adjustment (p = {holm_p_value:.3g})")
         return out(Reading.DIFFERENCE, f"difference {shown}")
     if mdd is None or mdd > declared_effect:
-        could = f"could detect only >= {_points(mdd)}" if mdd is not None else "could detect no difference"
+        could = f"could detect only >= {_points(mdd)}" if mdd is not None else "could not detect any difference"
         return out(Reading.UNDERPOWERED, f"{shown}; UNDERPOWERED ({could})")
     if -declared_effect < low and high < declared_effect:
         return out(Reading.SMALLER_THAN_EFFECT,

@@ -1,5 +1,6 @@
 """Judge calibration: run a judge over the simulator's canned responses, whose gold scores are declared,
-and report agreement: exact match per dimension and Cohen's kappa on pass/fail.
+and report agreement: exact match per dimension and Cohen's kappa on pass/fail (scoring/agreement.py, which
+also gives its interval and both base rates).
 
 The judge's endpoint is checked first with the same preflight as `run` (an unreachable judge, a refused
 key or an unknown model stops here). A call that fails later is counted apart from an answer that
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from afpbench.fixtures.loader import load_fixtures
 from afpbench.fixtures.schema import DIMENSIONS
 from afpbench.reference.loader import load_judge_prompt
+from afpbench.scoring.agreement import cohens_kappa
 from afpbench.scoring.judge import Judgement, build_judge_messages, read_judgement
 from afpbench.scoring.verdict import PassRule
 from afpbench.workers.grading.judges import call_judge, judgement_response
@@ -47,20 +49,6 @@ class CalibrationReport:
         if not self.items:
             return f"judge {self.judge}: no canned response with gold scores to judge"
         return None
-
-
-def cohens_kappa(pairs: list[tuple[bool, bool]]) -> float | None:
-    """Cohen's kappa for two binary raters; None when chance agreement is total (kappa undefined)."""
-    n = len(pairs)
-    if n == 0:
-        return None
-    observed = sum(a == b for a, b in pairs) / n
-    pa = sum(a for a, _ in pairs) / n
-    pb = sum(b for _, b in pairs) / n
-    expected = pa * pb + (1 - pa) * (1 - pb)
-    if expected == 1:
-        return None
-    return (observed - expected) / (1 - expected)
 
 
 def calibrate(
@@ -113,6 +101,6 @@ def calibrate(
     pairs = [(r["gold_pass"], r["judge_pass"]) for r in scored]
     agreement = sum(a == b for a, b in pairs) / len(pairs) if pairs else None
     return CalibrationReport(
-        judge.display, judge.simulated, len(rows), unparseable, exact, agreement, cohens_kappa(pairs), rows,
+        judge.display, judge.simulated, len(rows), unparseable, exact, agreement, cohens_kappa(pairs).kappa, rows,
         failed_calls,
     )
