@@ -1,6 +1,7 @@
 """Validation by simulation (issue 37): the comparison and judge statistics against a known truth.
 
     .venv/bin/python benchmarks/bench_statistics.py [--seeds 2000] [--judge-seeds 1000] [--out FILE]
+    .venv/bin/python benchmarks/bench_statistics.py --tables benchmarks/results/statistics.json
 
 In process, no HTTP: the known-effect profile (workers/sim/known_effect.py, known_judges.py) draws seeded
 sweeps whose true pass probabilities and judges are known, and the scoring functions are run on each.
@@ -18,7 +19,8 @@ Per heterogeneity setting, design and comparison it reports:
 - the judge reliability figures: the share of seeds whose interval holds the simulated judges' known
   value, and the mean estimate beside the known value.
 
-All data is SIMULATED. Figures are printed and written as JSON (default benchmarks/results/statistics.json);
+All data is SIMULATED. Figures are printed, as JSON lines and as the Markdown tables of docs/PROTOCOL.md
+"Comparisons", and written as JSON (default benchmarks/results/statistics.json);
 nothing is asserted here (tests/unit/scoring/test_simulation.py asserts a few on fewer seeds).
 """
 
@@ -210,12 +212,52 @@ def _figure(result: object, field: str) -> tuple[float | None, tuple[float, floa
     return getattr(result, field), result.interval
 
 
+def _pct(x: float | None) -> str:
+    return "–" if x is None else f"{x * 100:.1f} %"
+
+
+def markdown(out: dict) -> str:
+    """The tables of docs/PROTOCOL.md "Validation by simulation", from the figures."""
+    lines = ["| spread | design | comparison | naive (Newcombe, pooled) | clustered (CR2, BM df) | CR1, t(G−1) "
+             "| cluster bootstrap |", "|---|---|---|---|---|---|---|"]
+    for r in out["comparisons"]:
+        c = r["coverage"]
+        lines.append(f"| {r['setting']} | {r['design']} | {r['comparison']} | {_pct(c['naive_exact_pooled'])} | "
+                     f"{_pct(c['clustered_cr2_missing_as_miss'])} | {_pct(c['cr1_t_g_minus_1'])} | "
+                     f"{_pct(c['cluster_bootstrap_percentile'])} |")
+    lines += ["", "| spread | design | comparison | true difference | predicted | empirical | predicted − empirical "
+              "| mean predicted from each sweep as its own pilot |", "|---|---|---|---|---|---|---|---|"]
+    for r in out["comparisons"]:
+        p = r["power"]
+        gap = (p["predicted_exact_variance"] - p["empirical_clustered_test"]) * 100
+        lines.append(f"| {r['setting']} | {r['design']} | {r['comparison']} | {r['true_difference']:.2f} | "
+                     f"{_pct(p['predicted_exact_variance'])} | {_pct(p['empirical_clustered_test'])} | "
+                     f"{gap:+.1f} points | {_pct(p['predicted_from_own_pilot_mean'])} |")
+    lines += ["", "| design | clustered test | exact McNemar | any of 6, unadjusted | any of 6, Holm |",
+              "|---|---|---|---|---|"]
+    for r in out["null"]:
+        lines.append(f"| {r['design']} | {_pct(r['false_positive_rate_clustered'])} | "
+                     f"{_pct(r['false_positive_rate_exact_mcnemar'])} | {_pct(r['family_wise_error_unadjusted'])} | "
+                     f"{_pct(r['family_wise_error_holm'])} |")
+    designs = [r["design"] for r in out["judges"]]
+    lines += ["", "| figure | known | " + " | ".join(designs) + " |", "|---|---|" + "---|" * len(designs)]
+    for key, figure in out["judges"][0]["figures"].items():
+        cells = [f"{_pct(r['figures'][key]['interval_holds_known'])} (mean {r['figures'][key]['mean_estimate']:.3f})"
+                 for r in out["judges"]]
+        lines.append(f"| {key} | {figure['known']:.3f} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, default=2000)
     parser.add_argument("--judge-seeds", type=int, default=1000)
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "statistics.json")
+    parser.add_argument("--tables", type=Path, help="print the Markdown tables of a figures file, run nothing")
     args = parser.parse_args()
+    if args.tables:
+        print(markdown(json.loads(args.tables.read_text(encoding="utf-8"))))
+        return
     out: dict = {"simulated": True, "command": " ".join(["benchmarks/bench_statistics.py", *sys.argv[1:]]),
                  "comparisons": [], "null": [], "judges": []}
     for setting, profile in SETTINGS.items():
@@ -230,6 +272,7 @@ def main() -> None:
         out["judges"].append(judge_figures(JudgeProfile(), design, args.judge_seeds))
         print(json.dumps(out["judges"][-1]), flush=True)
     args.out.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
+    print(markdown(out))
     print(f"written to {args.out}")
 
 

@@ -20,13 +20,11 @@ judge layer is workers/sim/known_judges.py. Nothing on the run path imports this
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
-from scipy.optimize import brentq
-from scipy.special import expit
 
 from afpbench.scoring.clustered import ClusterTable
 from afpbench.scoring.comparison_family import ConditionPair
@@ -59,6 +57,21 @@ class SweepDesign:
                 f"({self.high_risk} high-risk at {max(self.repeats, self.high_risk_repeats)})")
 
 
+def expit(x: np.ndarray) -> np.ndarray:
+    """The logistic function 1 / (1 + e^-x)."""
+    return 1 / (1 + np.exp(-x))
+
+
+def _solve(f: Callable[[float], float], low: float, high: float) -> float:
+    """The root of an increasing f in [low, high], by bisection to double precision."""
+    for _ in range(200):
+        mid = (low + high) / 2
+        if mid in (low, high):
+            break
+        low, high = (mid, high) if f(mid) < 0 else (low, mid)
+    return (low + high) / 2
+
+
 def _normal_nodes(sd: float) -> tuple[np.ndarray, np.ndarray]:
     """Points and weights with sum(w f(x)) = E[f(X)] for X ~ N(0, sd^2)."""
     t, w = np.polynomial.hermite.hermgauss(NODES)
@@ -88,8 +101,7 @@ class OutcomeProfile:
     def logit_means(self) -> dict[str, float]:
         """mu_c with E[expit(mu_c + u + v)] equal to the declared pass rate."""
         x, w = _normal_nodes(math.hypot(self.difficulty_sd, self.effect_sd))
-        return {c: float(brentq(lambda mu, r=r: float(w @ expit(mu + x)) - r, -30, 30, xtol=1e-13))
-                for c, r in self.pass_rates.items()}
+        return {c: _solve(lambda mu, r=r: float(w @ expit(mu + x)) - r, -30, 30) for c, r in self.pass_rates.items()}
 
     def true_difference(self, pair: ConditionPair) -> float:
         return self.pass_rates[pair.first] - self.pass_rates[pair.second]
