@@ -1,6 +1,6 @@
 """Validation by simulation (issue 37): the comparison and judge statistics against a known truth.
 
-    .venv/bin/python benchmarks/bench_statistics.py [--seeds 2000] [--judge-seeds 1000] [--out FILE]
+    .venv/bin/python benchmarks/bench_statistics.py [--seeds 2000] [--judge-seeds 1000] [--out FOLDER]
     .venv/bin/python benchmarks/bench_statistics.py --tables benchmarks/results/statistics.json
 
 In process, no HTTP: the known-effect profile (workers/sim/known_effect.py, known_judges.py) draws seeded
@@ -20,7 +20,7 @@ Per heterogeneity setting, design and comparison it reports:
   value, and the mean estimate beside the known value.
 
 All data is SIMULATED. Figures are printed, as JSON lines and as the Markdown tables of docs/PROTOCOL.md
-"Comparisons", and written as JSON (default benchmarks/results/statistics.json);
+"Comparisons", and written as JSON (<out>/statistics.json, default benchmarks/results/statistics.json);
 nothing is asserted here (tests/unit/scoring/test_simulation.py asserts a few on fewer seeds).
 """
 
@@ -252,7 +252,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, default=2000)
     parser.add_argument("--judge-seeds", type=int, default=1000)
-    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "statistics.json")
+    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results",
+                        help="folder for statistics.json")
     parser.add_argument("--tables", type=Path, help="print the Markdown tables of a figures file, run nothing")
     args = parser.parse_args()
     if args.tables:
@@ -271,9 +272,10 @@ def main() -> None:
         print(json.dumps(out["null"][-1]), flush=True)
         out["judges"].append(judge_figures(JudgeProfile(), design, args.judge_seeds))
         print(json.dumps(out["judges"][-1]), flush=True)
-    args.out.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
+    path = args.out / "statistics.json"
+    path.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
     print(markdown(out))
-    print(f"written to {args.out}")
+    print(f"written to {path}")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 
     .venv/bin/python benchmarks/run_all.py --setup          # once: Inspect AI's venv and promptfoo (below)
     .venv/bin/python benchmarks/run_all.py [--only side_by_side,roundtrips,throughput,limiter,scale,scaleout,
-        aggregate,startup,task_floor,task_gap,cell_cost,gate,gate_overlap] [--out benchmarks/results] [--quick]
+        aggregate,startup,task_floor,task_gap,cell_cost,gate,gate_overlap,statistics] [--out benchmarks/results]
+        [--quick]
 
 `--setup` installs the comparison harnesses apart from the project: Inspect AI (benchmarks/requirements.txt)
 into benchmarks/.inspect-venv (or AFP_INSPECT_VENV), and promptfoo 0.118.13 (benchmarks/promptfoo/package.json,
@@ -43,6 +44,7 @@ FULL = {
     "cell_cost": ["bench_cell_cost.py"],
     "gate": ["bench_gate.py"],
     "gate_overlap": ["bench_gate_overlap.py", "--latency-ms", "200"],
+    "statistics": ["bench_statistics.py"],  # the comparison and judge statistics against a known truth
 }
 QUICK = {  # a smoke run of the same code paths, minutes instead of tens of minutes
     "side_by_side": ["bench_side_by_side.py", "--prompts", "100", "--rounds", "1"],
@@ -58,6 +60,7 @@ QUICK = {  # a smoke run of the same code paths, minutes instead of tens of minu
     "cell_cost": ["bench_cell_cost.py", "--tasks", "300", "--cells", "100", "--rounds", "1"],
     "gate": ["bench_gate.py", "--copies", "20", "--rounds", "1"],
     "gate_overlap": ["bench_gate_overlap.py", "--prompts", "200", "--rounds", "1"],
+    "statistics": ["bench_statistics.py", "--seeds", "300", "--judge-seeds", "100"],
 }
 
 
