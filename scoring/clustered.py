@@ -1,8 +1,8 @@
 """The fixture-clustered interval and test for a paired difference in pass rates.
 
 A comparison pairs one model's cells on the same fixture and repeat under two conditions. The repeats of
-one fixture share that fixture, so they are not independent draws: with 8 fixtures most of the variance
-of the difference is between fixtures, and an interval that pools the pairs as if independent (the
+one fixture share that fixture, so they are not independent draws: with few fixtures much of the
+variance of the difference can lie between fixtures, and an interval that pools the pairs as if independent (the
 exact paired interval beside this one) is too narrow for a claim about fixtures in general. Here the
 fixture is the cluster (Miller 2024, "Adding Error Bars to Evals", arXiv 2411.00640).
 
