@@ -62,13 +62,13 @@ def expit(x: np.ndarray) -> np.ndarray:
     return 1 / (1 + np.exp(-x))
 
 
-def _solve(f: Callable[[float], float], low: float, high: float) -> float:
-    """The root of an increasing f in [low, high], by bisection to double precision."""
+def _solve(f: Callable[[float], float], target: float, low: float, high: float) -> float:
+    """The x in [low, high] with f(x) = target for an increasing f, by bisection to double precision."""
     for _ in range(200):
         mid = (low + high) / 2
         if mid in (low, high):
             break
-        low, high = (mid, high) if f(mid) < 0 else (low, mid)
+        low, high = (mid, high) if f(mid) < target else (low, mid)
     return (low + high) / 2
 
 
@@ -101,7 +101,11 @@ class OutcomeProfile:
     def logit_means(self) -> dict[str, float]:
         """mu_c with E[expit(mu_c + u + v)] equal to the declared pass rate."""
         x, w = _normal_nodes(math.hypot(self.difficulty_sd, self.effect_sd))
-        return {c: _solve(lambda mu, r=r: float(w @ expit(mu + x)) - r, -30, 30) for c, r in self.pass_rates.items()}
+
+        def mean_pass(mu: float) -> float:
+            return float(w @ expit(mu + x))
+
+        return {c: _solve(mean_pass, rate, -30, 30) for c, rate in self.pass_rates.items()}
 
     def true_difference(self, pair: ConditionPair) -> float:
         return self.pass_rates[pair.first] - self.pass_rates[pair.second]
