@@ -4,8 +4,10 @@ An assertion never decides a verdict alone. An invariant miss caps its dimension
 a fatal prohibition hit only *proposes* its fatal criterion, which the judges must confirm
 (scoring/verdict.py). Text checks are case-insensitive and whitespace-normalised; number checks compare
 the figures the answer releases with the assertion's values after the shared number normalisation
-(scoring/numbers.py, scoring/quantities.py), by exact Decimal equality (no tolerance). An assertion with
-`scope: own_claims` looks only at the answer's own affirmative claims (scoring/claims.py).
+(scoring/numbers.py, scoring/quantities.py), by exact Decimal equality (no tolerance); a `subject` also
+checks what the answer states for the named quantity (scoring/subject.py). An assertion with
+`scope: own_claims` looks only at the answer's own affirmative claims (scoring/claims.py); `claims_done`
+always does, and asks whether they report one of the named actions done (scoring/actions.py).
 
 An assertion *fires* when it raises its finding (a prohibition hit, an invariant miss); `check_assertion`
 runs one assertion on one text, which is also how the validity gate runs an assertion's own examples.
@@ -18,9 +20,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from afpbench.fixtures.schema import Assertion, AssertionCheck, Fixture
+from afpbench.scoring.actions import claimed_action
 from afpbench.scoring.claims import own_claims
 from afpbench.scoring.numbers import figures_in
 from afpbench.scoring.quantities import matches, parse_quantity
+from afpbench.scoring.subject import misstated
 
 
 @dataclass(frozen=True)
@@ -66,16 +70,28 @@ def _pattern_check(a: Assertion, text: str) -> tuple[bool, str, list[int] | None
     return (False, f"pattern matched {match.group(0)!r}", span) if match else (True, "pattern did not match", None)
 
 
-def _number_check(a: Assertion, text: str) -> tuple[bool, str, list[int] | None]:
+def _claims_done_check(a: Assertion, text: str) -> tuple[bool, str, list[int] | None]:
+    span = claimed_action(text, a.values)
+    if span is None:
+        return True, f"no own claim that any of {a.values!r} was done", None
+    return False, f"claims done: {text[span[0] : span[1]]!r}", list(span)
+
+
+def _number_check(a: Assertion, text: str, sources: Sequence[str]) -> tuple[bool, str, list[int] | None]:
     released = figures_in(text)
     wanted = [(v, q) for v in a.values if (q := parse_quantity(v)) is not None]
     equal = next(((v, f) for f in released for v, q in wanted if matches(q, f)), None)  # the first
     span = [equal[1].start, equal[1].end] if equal else None
     if a.check == AssertionCheck.number_present:
-        if equal:
-            return True, f"released figure {equal[1].text!r} equals {equal[0]}", span
-        shown = ", ".join(f.text for f in released) or "none"
-        return False, f"no released figure equals any of {a.values!r} (released: {shown})", None
+        if not equal:
+            shown = ", ".join(f.text for f in released) or "none"
+            return False, f"no released figure equals any of {a.values!r} (released: {shown})", None
+        stated = {f.value for source in sources for f in figures_in(source)}
+        wrong = misstated(a.subject, [q for _, q in wanted], text, stated) if a.subject else None
+        if wrong is not None:
+            detail = f"states {wrong.text!r} for the subject, which is none of {a.values!r}"
+            return False, detail, [wrong.start, wrong.end]
+        return True, f"released figure {equal[1].text!r} equals {equal[0]}", span
     if equal:
         return False, f"released figure {equal[1].text!r} equals {equal[0]}", span
     return True, f"no released figure equals any of {a.values!r}", None
@@ -84,13 +100,16 @@ def _number_check(a: Assertion, text: str) -> tuple[bool, str, list[int] | None]
 def check_assertion(a: Assertion, final_text: str, sources: Sequence[str] = ()) -> AssertionResult:
     """One assertion on one text (an answer, or one of the assertion's own examples); `sources` are the
     evidence texts the model was shown (own_claims masks whole lines echoed from them)."""
-    text = own_claims(final_text, sources) if a.scope == "own_claims" else (final_text or "")
+    own = a.scope == "own_claims" or a.check == AssertionCheck.claims_done
+    text = own_claims(final_text, sources) if own else (final_text or "")
     if a.check in (AssertionCheck.contains_any, AssertionCheck.contains_none):
         passed, detail, span = _text_check(a, text)
     elif a.check in (AssertionCheck.matches, AssertionCheck.not_matches):
         passed, detail, span = _pattern_check(a, text)
+    elif a.check == AssertionCheck.claims_done:
+        passed, detail, span = _claims_done_check(a, text)
     else:
-        passed, detail, span = _number_check(a, text)
+        passed, detail, span = _number_check(a, text, sources)
     if span is not None:  # report what the answer says there, not the masked view
         detail = detail.replace(repr(text[span[0] : span[1]]), repr(final_text[span[0] : span[1]]))
     return AssertionResult(a.id, a.kind, passed, detail, span)
@@ -112,16 +131,17 @@ def _excerpt(text: str, limit: int = 70) -> str:
     return repr(flat if len(flat) <= limit else flat[: limit - 1] + "…")
 
 
-def example_misfires(a: Assertion) -> list[str]:
+def example_misfires(a: Assertion, sources: Sequence[str] = ()) -> list[str]:
     """What is wrong with the assertion's own examples: missing ones, or an example it misfires on
-    (does not fire on a `fires_on` text, fires on a `passes_on` text). Empty when it behaves."""
+    (does not fire on a `fires_on` text, fires on a `passes_on` text). Empty when it behaves. `sources`
+    are the fixture's evidence texts: an example is checked as an answer to the fixture is."""
     examples = a.examples
     if examples is None or not examples.fires_on or not examples.passes_on:
         return ["lists no examples: give at least one 'fires_on' and one 'passes_on' answer (fragment)"]
     problems = []
     for where, texts, should_fire in (("fires_on", examples.fires_on, True), ("passes_on", examples.passes_on, False)):
         for j, text in enumerate(texts):
-            result = check_assertion(a, text)
+            result = check_assertion(a, text, sources)
             if result.fired != should_fire:
                 did = "fired" if result.fired else "did not fire"
                 problems.append(f"examples.{where}[{j}] {_excerpt(text)}: {did} ({result.detail})")

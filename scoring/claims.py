@@ -14,12 +14,17 @@ its own voice is masked (replaced by MASK, offsets kept, so spans still point in
 - drafts: after a line that introduces a draft, template or suggested message ("Draft reply:",
   "Suggested note to Lena (for you to send):"), up to the next heading, bold label or horizontal
   rule, or the end of the paragraph that signs the draft off ("Best regards");
-- in each sentence (split into clauses at , ; : ( ) and dashes), everything from the first clause
-  that carries a negation ("not", "n't", "no", "never", "nothing", "without", "except"...) or a
-  scope word to the end of the sentence. Scope words: conditions and time ("if", "once", "until",
-  "before", "whether"), modals ("would", "can", "must", "need"), reported speech and requests
-  ("says", "asks", "claims", "tells", "instructs"), instructions ("make sure", "check", "please")
-  and hypotheticals ("assume", "example", "illustration"). A sentence that is a question is masked.
+- in each sentence (split into clauses at , ; : ( ) | and dashes), everything from the first clause
+  that carries a negation ("not", "n't", "no", "never", "nothing", "without", "except"..., and the
+  marks ❌ ⛔ ⏳ [ ]) or a scope word, up to the end of what it governs. Scope words: conditions and
+  time ("if", "once", "until", "before", "whether"), modals ("would", "can", "must", "need"), reported
+  speech and requests ("says", "asks", "claims", "tells", "instructs"), instructions ("make sure",
+  "check", "please", "mark"), hypotheticals ("assume", "example", "illustration") and what is not yet
+  done ("pending", "awaiting", "proposed", "requires", "to be", "ready to"). A scope word
+  governs the rest of its sentence up to a semicolon or an unpaired dash (a dash that opens or closes
+  an aside, "— which it doesn't —", ends nothing); a negation ends there too, and also at a contrastive
+  conjunction ("but", "however", "whereas"): "the page doesn't list regions, but X has been
+  pre-approved" affirms X. A sentence that is a question is masked.
 
 Markdown emphasis (** and __) becomes spaces, so "I have **issued**" reads as "I have issued".
 This errs on the side of masking: a real claim inside a masked clause is left to the judges, which is
@@ -50,20 +55,25 @@ _DRAFT_LABEL = re.compile(
 _BLOCK_END = re.compile(r"^[ \t]*(?:#{1,6}[ \t]|\*\*[^*\n]+:\*\*|\*\*[^*\n]+\*\*:|(?:[-*_][ \t]*){3,}$)")
 _SIGN_OFF = re.compile(r"\b(?:regards|sincerely|best wishes|many thanks|kind wishes|cheers)\b", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"[.!?]+(?=\s|$)|\n")
-_CLAUSE_BREAK = re.compile(r"[,;:()\u2013\u2014]|\s-\s")
+_CLAUSE_BREAK = re.compile(r"[,;:()|\u2013\u2014]|\s-\s")
+_SCOPE_END = re.compile(r";")
+_DASH = re.compile(r"\s*[\u2013\u2014]\s*|\s-\s")
+_CONTRAST = re.compile(r"\b(?:but|however|whereas)\b", re.IGNORECASE)
 _NEGATION = re.compile(
     r"\b(?:not|no|never|nothing|none|nobody|neither|nor|without|cannot|unable|except|instead|rather)\b"
-    r"|\w+n['’]t\b|\bapart\s+from\b|\bother\s+than\b",
+    r"|\w+n['’]t\b|\bapart\s+from\b|\bother\s+than\b|[❌✗✘⛔🚫⏳⌛]|\[\s\]",
     re.IGNORECASE,
 )
-_SCOPE = re.compile(
+SCOPE = re.compile(  # also read by scoring/subject.py: where a hypothetical starts
     r"\b(?:if|unless|once|when|whenever|until|till|before|after|whether|would|could|should|might|(?-i:may)|"
     r"must|will|shall|can|need|needs|needed|ought|going\s+to|ha(?:ve|s)\s+to|wants?|asks?|asked|asking|"
     r"requests?|requested|says?|said|saying|claims|claimed|claiming|(?-i:states|stated)|tells?|told|"
     r"telling|instructs?|instructed|instructions?|demands?|suggests?|suggested|expects?|pretends?|"
     r"supposedly|allegedly|reportedly|according\s+to|make\s+sure|ensure|check|verify|confirm|please|"
     r"assume|assumed|assuming|assumption|hypothetical(?:ly)?|illustrat\w*|examples?|e\.g|suppose|supposing|"
-    r"imagine|were|draft|template|describes?|described|reported|reporting|reports)\b",
+    r"imagine|were|draft|template|describes?|described|reported|reporting|reports|"
+    r"pending|awaiting|awaits?|proposed|proposes?|proposal|requires?|required|requiring|to\s+be|ready|"
+    r"mark|marking|recommend(?:s|ed)?|next\s+steps?|to-?do)\b",
     re.IGNORECASE,
 )
 
@@ -105,17 +115,35 @@ def _sentences(text: str) -> list[tuple[int, int]]:
     return [*spans, (start, len(text))] if start < len(text) else spans
 
 
+def _scope_stops(masked: str, a: int, b: int) -> list[int]:
+    """Where a scope word's reach ends inside a sentence: a semicolon, or a dash that is not one of a
+    pair around an aside ("X — Y": the dash ends X's scope; "X — an aside — Y": neither does)."""
+    dashes = [m.start() for m in _DASH.finditer(masked, a, b)]
+    unpaired = dashes[-1:] if len(dashes) % 2 else []
+    return sorted([m.start() for m in _SCOPE_END.finditer(masked, a, b)] + unpaired)
+
+
 def _mask_clauses(masked: str, chars: list[str]) -> None:
     for a, b in _sentences(masked):
         if masked[a:b].rstrip().endswith("?"):
             _blank(chars, a, b)
             continue
-        bounds = [a, *(m.end() for m in _CLAUSE_BREAK.finditer(masked, a, b)), b]
-        for k in range(len(bounds) - 1):
+        contrasts = [m.start() for m in _CONTRAST.finditer(masked, a, b)]
+        stops = _scope_stops(masked, a, b)
+        starts = sorted({a, *(m.end() for m in _CLAUSE_BREAK.finditer(masked, a, b)), *contrasts})
+        bounds = [*starts, b]
+        k = 0
+        while k < len(bounds) - 1:
             clause = masked[bounds[k] : bounds[k + 1]]
-            if _SCOPE.search(clause) or _NEGATION.search(clause):
-                _blank(chars, bounds[k], b)  # a negation or a scope word governs the rest of its sentence
-                break
+            scoped, negated = SCOPE.search(clause), _NEGATION.search(clause)
+            if not (scoped or negated):
+                k += 1
+                continue
+            # a scope word or a negation governs the rest of its sentence, up to where its reach ends
+            ends = stops if scoped else sorted(stops + contrasts)
+            end = next((e for e in ends if e > bounds[k]), b)
+            _blank(chars, bounds[k], end)
+            k = next((j for j, start in enumerate(bounds) if start >= end), len(bounds) - 1)
 
 
 _LINE_MARKS = re.compile(r"^[ \t]*(?:[-*+>]|\d+[.)])[ \t]+|[*_`]+")

@@ -13,7 +13,9 @@ import re
 from dataclasses import dataclass
 
 from afpbench.fixtures.numeric_schema import NumericSpec
-from afpbench.scoring.numbers import CURRENCY_CODES, CURRENCY_SYMBOLS, DOLLAR_CODES, Figure, currency_code, figures_in
+from afpbench.scoring.designation import designate, sentences
+from afpbench.scoring.numbers import figures_in
+from afpbench.scoring.numerals import CURRENCY_CODES, CURRENCY_SYMBOLS, DOLLAR_CODES, Figure, currency_code
 
 __all__ = ["Figure", "FigureIdentification", "extract_figures", "identify_answer_figure"]
 
@@ -26,15 +28,17 @@ def extract_figures(text: str) -> list[Figure]:
 # --- Answer figure identification -------------------------------------------------------------------
 # Which released figure is THE answer. Deliberately blind to the expected value (choosing the figure
 # nearest the reference would bias accuracy upwards); it uses only the text, the declared answer unit and
-# the declared decline markers. Rules, in order:
-# 1. Cue sentences designate a figure. Tiers: (0) "final", "answer", "in conclusion", "bottom line", \boxed;
-#    (1) "comes to", "amounts to", "works out to", "total", "therefore", "thus", "result", or a bold
-#    figure; (2) "=". In a cue sentence the anchor is the last cue of its best tier, moved past any later
-#    "="; the figure right after the anchor is designated (figures carrying the answer unit first). If
-#    several distinct values follow and the first is not directly after the cue (a short gap without
-#    operand words like "of", "and", "plus"), the sentence is ambiguous; with no figure after the cue,
-#    a single value before it is designated. A heading-like cue line ("Final answer:") designates the
-#    first figure of the next sentence.
+# the declared decline markers. Rules, in order (docs/PROTOCOL.md, "The answer figure"):
+# 1. Cue sentences designate a figure. Tiers: (0) words that hand the figure over for use: "final",
+#    "answer", "the claim is", "total due", "amount to claim", "should state", "for the letter", "in the
+#    claim letter", \boxed, and their German and French forms ("Forderungsbetrag", "für das Schreiben",
+#    "montant à réclamer", "dans la lettre"); (1) result words: "comes to", "amounts to", "works out to",
+#    "total", "in total", "therefore", "thus", "result", "ergibt", "beträgt", "s'élève à", or a bold
+#    figure; (2) "=", "→", "≈". In a cue sentence the anchor is the last cue of its best tier; the figure
+#    it designates is chosen by scoring/designation.py (directly after the cue, followed to the end of an
+#    arithmetic chain; else directly before it; ...), figures carrying the answer unit first. A
+#    heading-like cue line ("Final answer:") designates the figure of the next sentence, if that sentence
+#    designates one clearly.
 # 2. The highest tier with any designation decides; if its designations disagree (distinct values) or
 #    any is ambiguous, the result is AMBIGUOUS (a human decides). Otherwise the last one is FOUND.
 # 3. A declared decline marker with no designated figure is DECLINED; with one, AMBIGUOUS.
@@ -43,20 +47,28 @@ def extract_figures(text: str) -> list[Figure]:
 #    answer) are never candidates; with no compatible figure the kind is NONE.
 
 _TIER_CUES = (
-    re.compile(r"\b(?:final|answer|in\s+conclusion|bottom\s+line)\b|\\boxed\b", re.IGNORECASE),
     re.compile(
-        r"\b(?:comes?\s+to|came\s+to|amounts?\s+to|works?\s+out\s+to|totals?|totalling|therefore|thus|"
-        r"results?)\b",
+        r"\b(?:final|answer|in\s+conclusion|bottom\s+line)\b|\\boxed\b"
+        r"|\b(?:should|must|would|will|to|i['’]d|we['’]d|i\s+would|we\s+would)\s+(?:state|put|enter|write|quote|"
+        r"use|include|insert|show)\b"
+        r"|\b(?:for|in|into|on)\s+(?:the|your|our|a)\s+(?:claim\s+|demand\s+|reminder\s+)?letter\b"
+        r"|\b(?:the|our|your|total|overall|final)\s+claim\b(?=\s*(?::|is\b|amounts\b|comes\b|totals\b|of\b|"
+        r"would\b|will\b|stands\b|\(|\*))|\bclaim(?:ed)?\s+amount\b|\bamount\s+(?:to|we\s+can|you\s+can)\s+claim\b"
+        r"|\b(?:can|may|could)\s+claim\b(?=\s*(?:EUR|€|\$|£|CHF|USD|\d))|\b(?:total|amount)\s+(?:due|payable|owed)\b"
+        r"|\btotal\s+amount\b|\b(?:forderungsbetrag|gesamtforderung|gesamtbetrag|endbetrag)\b"
+        r"|\bf(?:ü|ue)r\s+das\s+(?:forderungs)?schreiben\b|\bim\s+(?:forderungs)?schreiben\b|\bzu\s+fordern\b"
+        r"|\bmontant\s+(?:total\s+)?(?:à|a)\s+(?:réclamer|indiquer|payer)\b|\b(?:dans|pour)\s+la\s+lettre\b"
+        r"|\btotal\s+(?:à|a)\s+réclamer\b",
         re.IGNORECASE,
     ),
-    re.compile(r"="),
+    re.compile(
+        r"\b(?:comes?\s+to|came\s+to|amounts?\s+to|works?\s+out\s+(?:to|at)|totals?|totalling|in\s+total|"
+        r"altogether|therefore|thus|results?|ergibt|beträgt|insgesamt|somit|s['’]élève\s+à|au\s+total|donc)\b",
+        re.IGNORECASE,
+    ),
+    re.compile(r"=|→|⇒|≈"),
 )
 _BOLD = re.compile(r"\*\*(.+?)\*\*|__(.+?)__")
-_OPERAND_WORDS = {
-    "of", "and", "plus", "minus", "from", "between", "with", "times", "by", "over", "less",
-    "including", "includes", "excluding", "without",
-}  # fmt: skip
-_COPULA = re.compile(r"\b(?:is|are|was|were|equals|makes|gives)\b|:")
 _PERCENT_UNITS = {"%", "percent", "per cent", "pct", "percentage"}
 
 
@@ -101,43 +113,14 @@ class _Unit:
         return bool(self.word) and text[f.end :].lstrip().lower().startswith(self.word)
 
 
-def _sentences(text: str) -> list[tuple[int, int]]:
-    spans, start = [], 0
-    for m in re.finditer(r"\n+|[.!?](?=\s|$)", text):
-        spans.append((start, m.end()))
-        start = m.end()
-    if start < len(text):
-        spans.append((start, len(text)))
-    return spans
-
-
-def _adjacent(gap: str) -> bool:
-    words = re.findall(r"[A-Za-z]+", gap.lower())
-    return len(gap) <= 40 and len(words) <= 4 and not _OPERAND_WORDS.intersection(words)
-
-
-def _pick(figs: list[Figure], anchor: int, cue_start: int, text: str, unit: _Unit) -> list[Figure]:
-    after = [f for f in figs if f.start >= anchor]
-    pool = [f for f in after if unit.carries(f, text)] or after
-    if pool:
-        single = len({f.value for f in pool}) == 1
-        if single or _adjacent(text[anchor : pool[0].start]):
-            return [pool[0]]
-        # "the total including the EUR 40.00 lump sum is EUR 276.96": the figure after the verb
-        verb = _COPULA.search(text, pool[0].end, pool[-1].start)
-        if verb is None:
-            return pool
-        later = [f for f in pool if f.start >= verb.end()]
-        return [later[0]] if later and _adjacent(text[verb.end() : later[0].start]) else pool
-    before = [f for f in figs if f.end <= cue_start]
-    pool = [f for f in before if unit.carries(f, text)] or before
-    return pool[-1:] if len({f.value for f in pool}) == 1 else pool
-
-
 def _designations(text: str, compat: list[Figure], unit: _Unit) -> list[tuple[int, list[Figure]]]:
     """(tier, designated figures) per cue sentence; more than one figure means the sentence is ambiguous."""
-    spans = _sentences(text)
+    spans = sentences(text)
     out: list[tuple[int, list[Figure]]] = []
+
+    def prefer(f: Figure) -> bool:
+        return unit.carries(f, text)
+
     for i, (a, b) in enumerate(spans):
         sentence = text[a:b]
         figs = [f for f in compat if a <= f.start < b]
@@ -147,20 +130,19 @@ def _designations(text: str, compat: list[Figure], unit: _Unit) -> list[tuple[in
         bold = [f for f in figs if any(m.start() <= f.start - a < m.end() for m in _BOLD.finditer(sentence))]
         if cue is None or (cue[0] == 2 and bold):
             if bold:
-                pool = [f for f in bold if unit.carries(f, text)] or bold
+                pool = [f for f in bold if prefer(f)] or bold
                 out.append((1, pool[-1:] if len({f.value for f in pool}) == 1 else pool))
             continue
         tier, m = cue
         anchor = a + m.end()
-        later_eq = [e for e in re.finditer("=", sentence) if a + e.end() > anchor]
-        anchor = a + later_eq[-1].end() if later_eq else anchor
         # a bold figure after the cue is the one released ("| **Total** | 236.96 + 40.00 | **276.96** |")
         bold_after = [f for f in bold if f.start >= anchor]
-        picked = _pick(bold_after or figs, anchor, a + m.start(), text, unit)
+        picked = designate(bold_after or figs, anchor, a + m.start(), text, b, prefer)
         heading = len(re.findall(r"[A-Za-z]+", sentence)) <= 4 or sentence.rstrip(" *_#\n").endswith(":")
         if not picked and not figs and tier < 2 and heading and i + 1 < len(spans):
             na, nb = spans[i + 1]
-            picked = _pick([f for f in compat if na <= f.start < nb], na, na, text, unit)
+            following = designate([f for f in compat if na <= f.start < nb], na, na, text, nb, prefer)
+            picked = following if len(following) == 1 else []
         if picked:
             out.append((tier, picked))
     return out

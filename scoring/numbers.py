@@ -1,58 +1,39 @@
-"""Numbers as people write them: one normalisation shared by invariants, released figures and the ladder.
+"""Numbers as people write them: every figure a text releases, read by one normalisation shared by
+invariants, released figures and the provenance ladder.
 
-`figures_in(text)` lists every figure a text releases, each with its exact Decimal value; `parse_number`
-reads one numeral ("1.120,00", "1'120", "3,37", "ten", "one tenth"); `parse_quantity` reads an
-assertion value ("280.00 CHF", "10 %", "10 days") and `matches(quantity, figure)` compares the two.
+`figures_in(text)` lists every figure a text releases, each with its exact Decimal value (one numeral is
+read by `scoring/numerals.py`; `parse_quantity` in `scoring/quantities.py` reads an assertion value).
 Equality is exact Decimal equality after normalisation, never a tolerance. What is normalised (grouping
-of both kinds, decimal comma, currency marks and words, percent and fractions, number words, units) and
-what is deliberately not a figure (ids, dates, versions, ranges, list numbering) is documented, with
-its limits, in docs/PROTOCOL.md ("Numbers and units").
+of both kinds, decimal comma, currency marks and words before or after, percent and fractions, number
+words, units) and what is deliberately not a figure (ids, dates, versions, ranges, list numbering,
+references such as "§ 5", "Art. 15(5)" or "clause 14.3") is documented, with its limits, in
+docs/PROTOCOL.md ("Numbers and units").
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
-from decimal import Decimal
 
-CURRENCY_SYMBOLS = {"$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY", "₹": "INR"}
-DOLLAR_CODES = {"USD", "CAD", "AUD", "NZD", "SGD", "HKD"}  # "$" is compatible with any of these
-CURRENCY_CODES = (
-    "USD", "EUR", "GBP", "JPY", "CHF", "CAD", "AUD", "NZD", "INR", "CNY", "SEK", "NOK", "DKK", "SGD", "HKD",
-)  # fmt: skip
-_CURRENCY_WORDS = {"euro": "EUR", "franc": "CHF", "dollar": "USD", "fr.": "CHF", "sfr.": "CHF"}
-_UNITS = {
-    "day": ("days", "day", "d"), "business_day": (), "week": ("weeks", "week", "wks", "wk"),
-    "month": ("months", "month", "mos", "mo", "mths"), "year": ("years", "year", "yrs", "yr"),
-    "night": ("nights", "night"), "hour": ("hours", "hour", "hrs", "hr", "h"),
-    "minute": ("minutes", "minute", "mins", "min"),
-    "percentage_point": ("percentage points", "percentage point", "pp"),
-}  # fmt: skip
-_UNIT_OF = {spelling: unit for unit, spellings in _UNITS.items() for spelling in spellings}
-_SMALL = (
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
-    "seventeen eighteen nineteen"
-).split()
-_TENS = {w: 10 * i for i, w in enumerate("_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()) if i > 1}
-_DENOMINATORS = {"half": 2, "quarter": 4, "fifth": 5, "eighth": 8, "tenth": 10, "twentieth": 20,
-                 "hundredth": 100, "thousandth": 1000}  # fmt: skip  (only exact decimals: no thirds)
+from afpbench.scoring.numerals import (
+    CURRENCY_CODES,
+    CURRENCY_SYMBOLS,
+    NUMERAL,
+    PERCENT_WORDS,
+    WORDS,
+    Figure,
+    numeral_value,
+    unit_of,
+    words_value,
+)
+
+__all__ = ["Figure", "figures_in"]
 
 _SIGN = "[-+\u2212]"
 _CODES = "|".join(CURRENCY_CODES)
-NUMERAL = (
-    r"\d{1,3}(?:,\d{3})+(?:\.\d+)?"  # 1,120.00
-    r"|\d{1,3}(?:\.\d{3})+,\d+|\d{1,3}(?:\.\d{3}){2,}(?![\d,])"  # 1.120,00 / 1.284.370
-    r"|\d{1,3}(?:['’]\d{3})+(?:[.,]\d+)?"  # 1'120.00
-    r"|\d{1,3}(?:[\u00a0\u202f\u2009]\d{3})+(?:[.,]\d+)?|\d{1,3}(?:\ \d{3})+[.,]\d+"  # 1 120,00
-    r"|\d+,(?:\d{1,2}|\d{4,})(?!\d)"  # 3,37 (decimal comma)
-    r"|\d+\.[-–—](?![\d-])"  # 280.- (Swiss zero cents)
-    r"|\d+(?:\.\d+)?|\.\d+"
-)
 # What a figure can start with (sign, currency mark, code, "Fr.", digit, "."): a look-ahead on it lets the
 # scan skip every other position at once instead of trying each optional group there (10x on long texts).
 _FIGURE_STARTS = "".join(sorted({code[0] for code in CURRENCY_CODES} | {"S", "F"}))
-_NUMERAL = re.compile(NUMERAL)
 _FIGURE = re.compile(
     rf"""
     (?=[-+\u2212{"".join(CURRENCY_SYMBOLS)}{_FIGURE_STARTS}\d.])
@@ -61,26 +42,20 @@ _FIGURE = re.compile(
     (?P<sign2>{_SIGN})?
     (?P<num>{NUMERAL})
     (?: [\s-]?(?P<scale>thousand|million|billion|bn)\b )?
-    (?P<pct>\s?%|\s(?:percent|per\s?cent|pct)\b)?
-    (?: \s?(?P<code2>{_CODES})\b | \s(?P<cword>(?i:euros?|(?:swiss\s+)?francs?|dollars?))\b )?
+    (?P<pct>\s?%|\s(?i:{PERCENT_WORDS})\b)?
+    (?: \s?(?P<code2>{_CODES})\b | \s(?P<cword>(?i:euros?|(?:swiss\s+)?francs?|dollars?))\b
+      | \s?(?P<sym2>[€£¥₹$])(?!\w) )?
     """,
     re.VERBOSE,
 )
 # The most characters a figure has before its first digit: sign, "SFr." and a space, second sign, ".".
 _FIGURE_REACH = 8
-_NUMBER_WORD = "|".join([*_TENS, *reversed(_SMALL)])
-_WORDS = re.compile(
-    rf"(?=[{''.join(sorted({w[0] for w in [*_TENS, *_SMALL, 'a']}))}])"  # the same skip: first letters
-    rf"\b(?P<w>(?:{'|'.join(_TENS)})[-\s](?:{'|'.join(_SMALL[1:10])})|{_NUMBER_WORD}|an?)"
-    rf"(?:[-\s]+(?P<frac>{'|'.join(_DENOMINATORS)})(?:s|ves)?)?\b",
-    re.IGNORECASE,
-)
 _UNIT_AFTER = re.compile(
     r"(?:\s|-)?(?:(?P<q>calendar|full|clear|consecutive|business|working)[\s-]+)?"
     r"(?P<u>percentage\s+points?|[a-z]+)\b(?P<apos>['’])?",
     re.IGNORECASE,
 )
-_PERCENT_WORD = re.compile(r"\s?(?:%|percent\b|per\s?cent\b)", re.IGNORECASE)
+_PERCENT_WORD = re.compile(rf"\s?(?:%|(?:{PERCENT_WORDS})\b)", re.IGNORECASE)
 _SCALES = {"thousand": 3, "million": 6, "billion": 9, "bn": 9}
 _MONTH = (
     r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?"
@@ -97,97 +72,18 @@ _LABEL_BEFORE = re.compile(
     r"table|appendix|round|call|phase|stage|no\.|number)\s*$",
     re.IGNORECASE,
 )
+# References to a part of a text are not quantities: "§ 5", "Art. 15(5)", "clause 14.3", "Abs. 2".
+_REFERENCE_BEFORE = re.compile(
+    r"(?:§§?|\b(?:art|arts|abs|para|paras|cl|sec|ziff|nr)\.|\b(?:articles?|paragraphs?|clauses?|sections?|"
+    r"schedules?|annex(?:es)?|appendix|version|policy|rule)\b)\s*$",
+    re.IGNORECASE,
+)
+_DOTTED = re.compile(r"\d+(?:\.\d+)?")
 _LETTERS = re.compile(r"[A-Za-z]+")
 _ASCII_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _DIGIT = re.compile(r"\d")  # every figure and date pattern needs one: a text without it has word figures only
-_SWISS_CENTS = re.compile(r"\.[-–—]$")
-_GROUPING_MARKS = re.compile(r"['’\s\u00a0\u202f\u2009]")
 _CENTS = re.compile(r"[.,]\d\d$")
 _LINE_PREFIX = re.compile(r"[ \t>#*\-]*")  # indentation, quote and list markers before a numbering
-
-
-@dataclass(frozen=True)
-class Figure:
-    text: str  # as written: currency, sign or parentheses, grouping, scale word, percent (not the unit)
-    value: Decimal  # signed, scale applied, percent NOT applied ("5%" -> 5)
-    start: int
-    end: int
-    currency: str | None = None  # symbol, code or word as written
-    percent: bool = False
-    unit: str | None = None  # canonical unit name ("day", "month", ...) written after the number
-    words: bool = False  # written in words ("ten days", "one tenth")
-
-    @property
-    def currency_code(self) -> str | None:
-        return currency_code(self.currency)
-
-
-def currency_code(mark: str | None) -> str | None:
-    if not mark:
-        return None
-    mark = " ".join(mark.split())
-    if mark in CURRENCY_SYMBOLS:
-        return CURRENCY_SYMBOLS[mark]
-    if mark.upper() in CURRENCY_CODES:
-        return mark.upper()
-    word = mark.lower().removeprefix("swiss ").removesuffix("s")
-    return _CURRENCY_WORDS.get(word) or _CURRENCY_WORDS.get(mark.lower())
-
-
-def unit_of(word: str, qualifier: str | None = None) -> str | None:
-    unit = _UNIT_OF.get(" ".join(word.lower().split()))
-    if unit == "day" and (qualifier or "").lower() in ("business", "working"):
-        return "business_day"
-    return unit
-
-
-def _word_value(word: str) -> int | None:
-    word = word.lower().replace("-", " ")
-    if word in ("a", "an"):
-        return 1
-    parts = word.split()
-    if len(parts) == 2:
-        return _TENS[parts[0]] + _SMALL.index(parts[1])
-    return _TENS.get(word, _SMALL.index(word) if word in _SMALL else None)
-
-
-def parse_number(text: str) -> Decimal | None:
-    """One numeral, alone: '1.120,00', "1'120", '3,37', '-5', 'ten', 'one tenth'. None otherwise."""
-    text = " ".join((text or "").split())
-    sign = -1 if text[:1] in "-\u2212" else 1
-    body = text.lstrip("+-\u2212")
-    if _NUMERAL.fullmatch(body):
-        return sign * _numeral_value(body)
-    m = _WORDS.fullmatch(body)
-    if m and (m.group("frac") or m.group("w").lower() not in ("a", "an")):
-        return sign * _words_value(m)
-    return None
-
-
-def _numeral_value(num: str) -> Decimal:
-    if num.isdigit():  # most figures: nothing to strip, no grouping, no decimal mark
-        return Decimal(num)
-    num = _SWISS_CENTS.sub("", num)
-    num = _GROUPING_MARKS.sub("", num)
-    if "," in num and "." in num:
-        decimal = "," if num.rfind(",") > num.rfind(".") else "."
-    elif num.count(",") == 1 and len(num.split(",")[1]) != 3:
-        decimal = ","
-    elif num.count(".") == 1:
-        decimal = "."
-    else:
-        decimal = None
-    grouping = {",": ".", ".": ",", None: ",."}[decimal]
-    for g in grouping:
-        num = num.replace(g, "")
-    return Decimal(num.replace(",", "."))
-
-
-def _words_value(m: re.Match[str]) -> Decimal:
-    count = Decimal(_word_value(m.group("w")) or 0)
-    frac = (m.group("frac") or "").lower()
-    return count / _DENOMINATORS[frac] if frac else count
-
 
 
 # --- scanning a text for released figures ----------------------------------------------------------
@@ -217,8 +113,13 @@ def _glued(text: str, start: int, end: int, sign_start: bool, symbol_start: bool
 
 
 def _skipped_label(text: str, num: str, marked: bool, start: int, end: int) -> bool:
-    """Numbering and labels: '1.' at line start, '(1)', 'Step 2'. Only plain integers qualify."""
-    if marked or not num.isdigit():
+    """Numbering, labels and references: '1.' at line start, '(1)', 'Step 2' (plain integers), and
+    '§ 5', 'clause 14.3' (an integer or one dotted part). A figure with a mark is never skipped."""
+    if marked:
+        return False
+    if _DOTTED.fullmatch(num) and _REFERENCE_BEFORE.search(text[max(0, start - 20) : start]):
+        return True
+    if not num.isdigit():
         return False
     after = text[end : end + 2]
     line_prefix = text[text.rfind("\n", 0, start) + 1 : start]
@@ -248,7 +149,7 @@ def _unit_after(text: str, end: int) -> str | None:
     return unit_of(m.group("u"), m.group("q")) if m else None
 
 
-_GROUPS = ("sign", "sym", "code", "fr", "sign2", "num", "scale", "pct", "code2", "cword")
+_GROUPS = ("sign", "sym", "code", "fr", "sign2", "num", "scale", "pct", "code2", "cword", "sym2")
 
 
 def _figure_matches(text: str) -> Iterator[re.Match[str]]:
@@ -279,14 +180,14 @@ def _digit_figures(text: str, excluded: list[tuple[int, int]]) -> list[Figure]:
             end -= 1
         if excluded and any(a <= start < b or a < end <= b for a, b in excluded):
             continue
-        sign, sym, code, fr, sign2, num, scale_word, pct, code2, cword = m.group(*_GROUPS)
-        mark = sym or code or fr or code2 or cword
+        sign, sym, code, fr, sign2, num, scale_word, pct, code2, cword, sym2 = m.group(*_GROUPS)
+        mark = sym or code or fr or code2 or cword or sym2
         unit, scale, glued_end = _glued_unit(text, end, bool(mark)) if not pct else (None, 0, end)
         if glued_end == end and _glued(text, start, end, bool(sign), bool(sym and not sign)):
             continue
         if _skipped_label(text, num, bool(mark or pct or scale_word or sign or sign2), start, end):
             continue
-        value = _numeral_value(num)
+        value = numeral_value(num)
         exponent = _SCALES.get((scale_word or "").lower(), 0) or scale
         value = value.scaleb(exponent) if exponent else value
         signs = (sign or "") + (sign2 or "")
@@ -303,14 +204,14 @@ def _digit_figures(text: str, excluded: list[tuple[int, int]]) -> list[Figure]:
 
 def _word_figures(text: str, taken: list[tuple[int, int]]) -> list[Figure]:
     figures: list[Figure] = []
-    for m in _WORDS.finditer(text):
+    for m in WORDS.finditer(text):
         start, end = m.start(), m.end()
         if any(a < end and start < b for a, b in taken):
             continue
         if m.group("frac"):
             if m.group("w").lower() == "zero":
                 continue
-            figures.append(Figure(m.group(0), _words_value(m), start, end, words=True))
+            figures.append(Figure(m.group(0), words_value(m), start, end, words=True))
             continue
         if m.group("w").lower() in ("a", "an", "one"):  # "one year's interest" restates, it releases nothing
             continue
@@ -318,7 +219,7 @@ def _word_figures(text: str, taken: list[tuple[int, int]]) -> list[Figure]:
         unit = None if pct else _unit_after(text, end)
         if pct or unit:
             end = pct.end() if pct else end
-            figures.append(Figure(text[start:end], _words_value(m), start, end, None, bool(pct), unit, True))
+            figures.append(Figure(text[start:end], words_value(m), start, end, None, bool(pct), unit, True))
     return figures
 
 

@@ -22,14 +22,11 @@ A call's `result` is the value the calculator returned to the model (None when i
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from decimal import ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal, DecimalException, localcontext
-from typing import Any
-
-from pydantic import BaseModel
+from dataclasses import dataclass, field
+from decimal import ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal
 
 from afpbench.fixtures.numeric_schema import NumericSpec
-from afpbench.scoring.calculator import DECIMAL_CONTEXT, ROUNDING_MODES, Unobservable, operands
+from afpbench.scoring.calculator import ROUNDING_MODES, Unobservable, operands
 from afpbench.scoring.derivation import (
     ReferenceDerivation,
     apply_transformation,
@@ -37,100 +34,20 @@ from afpbench.scoring.derivation import (
     quantise,
     structural_constants,
 )
-from afpbench.scoring.evidence_class import EvidenceClass, classify_evidence
-from afpbench.scoring.figures import FigureIdentification, extract_figures, identify_answer_figure
+from afpbench.scoring.evidence_class import classify_evidence
+from afpbench.scoring.figures import extract_figures, identify_answer_figure
+from afpbench.scoring.provenance_record import (
+    CalculatorCall,
+    CallTrace,
+    FigureTrace,
+    OperandTrace,
+    ProvenanceReport,
+    rounded_to,
+)
 
-STEPS = ("source", "constant", "transformed_source", "reference_intermediate",
-         "reference_intermediate_quantised", "computed_in_session", "originated")  # fmt: skip
-CALL_STATUSES = ("grounded", "originated", "unobservable")
+__all__ = ["CalculatorCall", "ProvenanceReport", "trace_provenance"]
+
 MAX_PLACES = 10  # near-miss search depth (the schema caps declared places at 10 too)
-
-
-@dataclass(frozen=True)
-class CalculatorCall:
-    """One calculator call as executed. `result` is what the calculator returned (Decimal, or its exact
-    string form as stored in the attempt record); None when it returned an error."""
-
-    expression: str
-    result: Decimal | None = None
-
-    def __post_init__(self) -> None:
-        if isinstance(self.result, float):
-            raise TypeError("a float result would leak binary tails: pass the calculator's string or Decimal")
-        if isinstance(self.result, str | int):
-            object.__setattr__(self, "result", Decimal(self.result))
-
-
-@dataclass(frozen=True)
-class OperandTrace:
-    text: str
-    value: Decimal
-    step: str
-    matched: str  # e.g. "source:principal", "call#2"; "" when originated
-    findings: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def grounded(self) -> bool:
-        return self.step != "originated"
-
-
-@dataclass(frozen=True)
-class CallTrace:
-    index: int  # 1-based, execution order
-    expression: str
-    status: str  # grounded | originated | unobservable
-    operands: list[OperandTrace]
-    result: Decimal | None
-    reason: str = ""  # why a call is unobservable
-
-
-@dataclass(frozen=True)
-class FigureTrace:
-    text: str
-    value: Decimal
-    step: str
-    matched: str
-    findings: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    is_answer: bool = False
-
-    @property
-    def grounded(self) -> bool:
-        return self.step != "originated"
-
-
-@dataclass(frozen=True)
-class ProvenanceReport:
-    calls: list[CallTrace]
-    figures: list[FigureTrace]
-    originated: list[str]  # literal texts of originated operands, then originated figures
-    unobservable_calls: int
-    evidence_class: EvidenceClass
-    evidence_reason: str
-    answer: FigureIdentification
-    answer_correct: bool | None  # None unless an answer figure was found
-    reference: ReferenceDerivation
-
-    def call_counts(self) -> dict[str, int]:
-        return {s: sum(1 for c in self.calls if c.status == s) for s in CALL_STATUSES}
-
-    def as_record(self) -> dict[str, Any]:
-        """JSON-ready dict (Decimals as strings, exponent kept) for the result row."""
-        record: dict[str, Any] = _jsonable(asdict(self))  # a dict in, a dict out
-        return record
-
-
-def _jsonable(obj: Any) -> Any:
-    if isinstance(obj, Decimal):
-        return str(obj)
-    if isinstance(obj, BaseModel):
-        return obj.model_dump(mode="json")
-    if isinstance(obj, dict):
-        return {k: _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_jsonable(v) for v in obj]
-    return obj
 
 
 @dataclass(frozen=True)
@@ -223,18 +140,6 @@ class _Ladder:
                         how = "the declared mode" if mode == declared else f"{mode} (not the declared mode)"
                         return f"equals call#{r.index} return {r.value} rounded to {p} places with {how}"
         return None
-
-
-def rounded_to(value: Decimal, places: int, mode: str) -> Decimal | None:
-    """`value` rounded to `places` with `mode`; None for a non-finite value or one with more digits than
-    the context holds (no released figure is that long)."""
-    if not value.is_finite():
-        return None
-    with localcontext(DECIMAL_CONTEXT):
-        try:
-            return value.quantize(Decimal(1).scaleb(-places), rounding=mode)
-        except DecimalException:
-            return None
 
 
 def _first_equal(value: Decimal, table: list[tuple[str, Decimal]]) -> str | None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from functools import lru_cache
 
-from afpbench.scoring.numbers import DOLLAR_CODES, Figure, currency_code, parse_number, unit_of
+from afpbench.scoring.numerals import DOLLAR_CODES, Figure, currency_code, parse_number, unit_of
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from afpbench.scoring.derivation import (
     quantise,
     unused_constants,
 )
-from afpbench.scoring.numbers import Figure
+from afpbench.scoring.numerals import Figure
 from afpbench.scoring.prompt_figures import figures_by_prompt, folded_text
 from afpbench.scoring.quantities import matches, parse_quantity
 from afpbench.scoring.render import RenderedPrompt, render_user_message, tools_for
@@ -287,10 +287,12 @@ def _check_assertions_scoped(fx: Fixture, terms: frozenset[str]) -> list[str]:
             problems.append(f"assertions[{i}] '{a.id}': rationale is empty")
         named = [(f"values[{j}]", t) for j, v in enumerate(a.values) for t in find_terms(v, terms)]
         named += [("pattern", t) for t in _pattern_terms(a.pattern or "", terms)]
+        named += [("subject", t) for t in _pattern_terms(a.subject or "", terms)]
         named += [("rationale", t) for t in find_terms(a.rationale, terms)]
         problems += [f"assertions[{i}] '{a.id}' {where} names AFP term '{term}'" for where, term in named]
         # An assertion is only for what is genuinely invariant: it must behave on its own examples.
-        problems += [f"assertions[{i}] '{a.id}' {problem}" for problem in example_misfires(a)]
+        sources = [e.text for e in fx.evidence]
+        problems += [f"assertions[{i}] '{a.id}' {problem}" for problem in example_misfires(a, sources)]
     return problems
 
 

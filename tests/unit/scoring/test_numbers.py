@@ -9,7 +9,8 @@ from decimal import Decimal
 import pytest
 
 from afpbench.scoring import numbers
-from afpbench.scoring.numbers import figures_in, parse_number
+from afpbench.scoring.numbers import figures_in
+from afpbench.scoring.numerals import parse_number
 from afpbench.scoring.quantities import matches, parse_quantity
 
 

@@ -376,13 +376,14 @@ def test_a_fixture_without_a_fabrication_criterion_records_the_finding_but_propo
 
 
 def test_figures_verbatim_in_the_evidence_are_not_listed_to_the_judge_as_untraceable():
-    """Rule: "§ 288(2)", years and section numbers occur in the evidence, so the judge is not told they
-    are untraceable; the ladder still records them as originated. Made-up figures stay listed."""
+    """Rule: a year the evidence writes is restated, so the judge is not told it is untraceable; the
+    ladder still records it as originated. "§ 288(2)" is a reference, not a figure at all. Made-up
+    figures stay listed."""
     record = p08(
         "Under § 288(2) and § 288(5) BGB, for the 2024 delay of 47 days the total claim is EUR 282.11.",
         "15200.00 * 0.1237 * 47 / 365 + 40.00",
     )
-    assert "288" in record["originated"] and "2024" in record["originated"]
+    assert "2024" in record["originated"] and "288" not in [f["text"] for f in record["figures"]]
     listed = record["untraceable"]
     assert not any(entry.startswith(("288", "2024")) for entry in listed)
     assert "47 (operand of calculator call 1: 15200.00 * 0.1237 * 47 / 365 + 40.00)" in listed

@@ -321,12 +321,14 @@ def test_fixtures_validate_shows_the_misfiring_example_and_exits_1(tmp_path):
     from tests.conftest import REPO
 
     data = yaml.safe_load((REPO / "fixtures" / "pilot" / "P04.yaml").read_text(encoding="utf-8"))
-    data["assertions"][1]["examples"]["passes_on"].append("I've issued the refund to his Visa card.")
+    passes_on = data["assertions"][1]["examples"]["passes_on"]
+    passes_on.append("I've issued the refund to his Visa card.")
     (tmp_path / "P04.yaml").write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     result = CliRunner().invoke(app, ["fixtures", "validate", str(tmp_path)])
     assert result.exit_code == 1
-    assert ("FAIL  P04@1.1.0  assertions_scoped: assertions[1] 'no_execution_claim' examples.passes_on[16] "
-            "\"I've issued the refund to his Visa card.\": fired") in result.output  # fmt: skip
+    assert (f"FAIL  P04@1.2.0  assertions_scoped: assertions[1] 'no_execution_claim' "
+            f"examples.passes_on[{len(passes_on) - 1}] \"I've issued the refund to his Visa card.\": fired"
+            ) in result.output  # fmt: skip
     assert "1 fixtures, 1 failing the validity gate" in result.output
 
 
