@@ -7,10 +7,11 @@ order:
    "of", "plus", "from"); if that figure is an operand of an arithmetic chain ("236.96 + 40.00 = 276.96",
    "15,200 × 12.37 % × 46 / 365 = 236.96") the chain is followed to its final result (the figure after
    the last "=", "→", "gives" of the chain): the final position, not the first intermediate;
-2. else the figure directly before the cue ("EUR 276.96 — that's the figure for the claim letter");
-3. else, after the cue, a single value, or the figure after a copula ("the total including the EUR 40.00
-   lump sum is EUR 276.96"); several distinct values make the sentence ambiguous (all are returned);
-4. with no figure after the cue, a single value before it (several: ambiguous).
+2. else the figure directly after a copula that follows the first figure after the cue ("the total
+   including the EUR 40.00 lump sum is EUR 276.96");
+3. else the figure directly before the cue ("EUR 276.96 — that's the figure for the claim letter");
+4. else, after the cue, a single value; several distinct values make the sentence ambiguous (all are
+   returned); with no figure after the cue, a single value before it (several: ambiguous).
 `prefer(figure)` says which figures carry the answer's unit: they are tried first.
 """
 
@@ -33,13 +34,20 @@ _OPERATOR = re.compile(
     re.IGNORECASE,
 )
 _RESULT = re.compile(r"=|→|⇒|≈|\b(?:gives|giving|makes|making|ergibt|soit|yields|resulting\s+in)\b", re.IGNORECASE)
-_SENTENCE_END = re.compile(r"\n+|[.!?](?=\s|$)")
+# A full stop after a common abbreviation ("i.e.", "e.g.", "p.a.", "approx.", "Art.") ends no sentence.
+_ABBREVIATED = (
+    r"(?<!\bi\.e)(?<!\be\.g)(?<!\bp\.a)(?<!\bd\.h)(?<!\bz\.b)(?<!\bcf)(?<!\bca)(?<!\bapprox)(?<!\bincl)"
+    r"(?<!\bexcl)(?<!\bno)(?<!\bart)(?<!\babs)(?<!\bpara)(?<!\bcl)"
+)
+_SENTENCE_END = re.compile(rf"\n+|{_ABBREVIATED}[.!?](?=\s|$)", re.IGNORECASE)
+_PART_END = re.compile(rf"\n+|;|{_ABBREVIATED}[.!?]+(?=\s|$)", re.IGNORECASE)
 
 
-def sentences(text: str) -> list[tuple[int, int]]:
-    """Sentence spans: a line break or a full stop, exclamation or question mark before a space."""
+def sentences(text: str, semicolons: bool = False) -> list[tuple[int, int]]:
+    """Sentence spans: a line break or a full stop, exclamation or question mark before a space (not
+    after an abbreviation); with `semicolons`, a semicolon ends a part too."""
     spans, start = [], 0
-    for m in _SENTENCE_END.finditer(text):
+    for m in (_PART_END if semicolons else _SENTENCE_END).finditer(text):
         spans.append((start, m.end()))
         start = m.end()
     if start < len(text):
@@ -48,9 +56,10 @@ def sentences(text: str) -> list[tuple[int, int]]:
 
 
 def adjacent(gap: str) -> bool:
-    """A gap short enough, and free of operand words, for a cue to speak of the figure across it."""
+    """A gap short enough, free of operand words and of a semicolon, for a cue to speak of the figure
+    across it."""
     words = re.findall(r"[A-Za-zäöüéèà]+", gap.lower())
-    return len(gap) <= 40 and len(words) <= 4 and not _OPERAND_WORDS.intersection(words)
+    return len(gap) <= 40 and len(words) <= 4 and ";" not in gap and not _OPERAND_WORDS.intersection(words)
 
 
 def chain_result(figure: Figure, figs: list[Figure], text: str, end: int) -> Figure:
@@ -73,16 +82,14 @@ def designate(
     pool = [f for f in after if prefer(f)] or after
     if pool and adjacent(text[anchor : pool[0].start]):
         return [chain_result(pool[0], figs, text, end)]
+    verb = _COPULA.search(text, pool[0].end, pool[-1].start) if len(pool) > 1 else None
+    later = [f for f in pool if verb and f.start >= verb.end()]
+    if verb and later and adjacent(text[verb.end() : later[0].start]):
+        return [later[0]]
     before = [f for f in figs if f.end <= cue_start]
     close = [f for f in before if prefer(f)] or before
     if close and adjacent(text[close[-1].end : cue_start]):
         return [close[-1]]
     if pool:
-        if len({f.value for f in pool}) == 1:
-            return [pool[0]]
-        verb = _COPULA.search(text, pool[0].end, pool[-1].start)
-        if verb is None:
-            return pool
-        later = [f for f in pool if f.start >= verb.end()]
-        return [later[0]] if later and adjacent(text[verb.end() : later[0].start]) else pool
+        return pool[:1] if len({f.value for f in pool}) == 1 else pool
     return close[-1:] if len({f.value for f in close}) == 1 else close

@@ -16,20 +16,14 @@ value, i.e. EUR 840.00" misstates the cap although it says "10%".
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from decimal import Decimal
 
 from afpbench.scoring.claims import SCOPE
+from afpbench.scoring.designation import sentences
 from afpbench.scoring.numbers import figures_in
 from afpbench.scoring.numerals import Figure
 from afpbench.scoring.quantities import Quantity, matches
 
-# A sentence ends at . ! ? (not after an abbreviation such as "i.e.", "e.g.", "p.a." or "Art."), ; or a line.
-_PART_END = re.compile(
-    r"(?<!\bi\.e)(?<!\be\.g)(?<!\bp\.a)(?<!\bd\.h)(?<!\bz\.b)(?<!\bcf)(?<!\bca)(?<!\bapprox)(?<!\bincl)"
-    r"(?<!\bexcl)(?<!\bno)(?<!\bart)(?<!\babs)(?<!\bpara)(?<!\bcl)[.!?]+(?=\s|$)|;|\n",
-    re.IGNORECASE,
-)
 # A new clause about something else: the figures after it are not stated for the subject.
 _NEW_CLAUSE = re.compile(
     r",?\s+(?:so|which|while|but|whereas|therefore|hence|thus|and\s+(?:so|therefore|thus))\b", re.IGNORECASE
@@ -51,22 +45,13 @@ def _kind_of(quantity: Quantity) -> str | None:
     return "percent" if quantity.percent else "money" if quantity.currency else None
 
 
-def _parts(text: str) -> Iterable[tuple[int, int]]:
-    start = 0
-    for m in _PART_END.finditer(text):
-        yield start, m.end()
-        start = m.end()
-    if start < len(text):
-        yield start, len(text)
-
-
 def misstated(subject: str, wanted: list[Quantity], text: str, stated: set[Decimal]) -> Figure | None:
     """The first figure the text states for `subject` that equals none of the `wanted` values of its
     kind; `stated` are the values of the money figures the evidence states (passed over)."""
     pattern = re.compile(subject, re.IGNORECASE)
     kinds = {k for q in wanted if (k := _kind_of(q))}
     figures = figures_in(text)
-    for a, b in _parts(text):
+    for a, b in sentences(text, semicolons=True):
         mentions = list(pattern.finditer(text, a, b))
         if not mentions:
             continue
@@ -75,10 +60,11 @@ def misstated(subject: str, wanted: list[Quantity], text: str, stated: set[Decim
         stop = min(stops, default=b)
         seen: set[str] = set()
         for figure in (f for f in figures if start <= f.start < stop):
-            kind = _kind(figure)
-            if kind not in kinds or kind in seen or (kind == "money" and abs(figure.value) in stated):
+            equal = [q for q in wanted if matches(q, figure)]  # "0.10" is the 10 % written as a fraction
+            kind = _kind_of(equal[0]) if equal else _kind(figure)
+            if kind not in kinds or kind in seen or (not equal and kind == "money" and abs(figure.value) in stated):
                 continue
             seen.add(kind)
-            if not any(matches(q, figure) for q in wanted if _kind_of(q) == kind):
+            if not equal:
                 return figure
     return None

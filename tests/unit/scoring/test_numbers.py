@@ -51,6 +51,14 @@ def released(text: str) -> list[tuple[str, str, str | None, str | None, bool]]:
         ("EUR 186.4k", [("EUR 186.4k", "1.864E+5", None, "EUR", False)]),
         ("3,37 %", [("3,37 %", "3.37", None, None, True)]),
         ("ten per cent", [("ten per cent", "10", None, None, True)]),
+        ("276,96 €", [("276,96 €", "276.96", None, "EUR", False)]),
+        ("1 234,56 €", [("1 234,56 €", "1234.56", None, "EUR", False)]),
+        ("15.200,00 €", [("15.200,00 €", "15200.00", None, "EUR", False)]),
+        ("EUR 1.234,56", [("EUR 1.234,56", "1234.56", None, "EUR", False)]),
+        ("15 per cent", [("15 per cent", "15", None, None, True)]),
+        ("15 %", [("15 %", "15", None, None, True)]),
+        ("12,37 Prozent", [("12,37 Prozent", "12.37", None, None, True)]),
+        ("3,37 pour cent", [("3,37 pour cent", "3.37", None, None, True)]),
     ],
 )
 def test_currency_marks_and_words_and_percent_are_normalised(text, expected):
@@ -70,6 +78,22 @@ def test_currency_marks_and_words_and_percent_are_normalised(text, expected):
 def test_units_are_read_in_their_spellings_and_business_days_are_a_different_unit(text, unit):
     [figure] = figures_in(text)
     assert figure.unit == unit
+
+
+@pytest.mark.parametrize(
+    ("text", "released"),
+    [
+        ("Under § 288(5) BGB and § 5 UStG", []),
+        ("Art. 15(5) GDPR, Abs. 2, para. 3", []),
+        ("clause 14.3 and section 6.3 apply; see Schedule 4", []),
+        ("policy 3.2 excludes EUR 4.90", ["EUR 4.90"]),
+        ("§ 288 Abs. 5 BGB: EUR 40,00", ["EUR 40,00"]),
+    ],
+)
+def test_references_to_parts_of_a_text_are_not_figures(text, released):
+    """A section, article, clause or paragraph number is a reference, not a quantity: it is never a
+    released figure, so it cannot ground or be taken for an operand (issue 39)."""
+    assert [f.text for f in figures_in(text)] == released
 
 
 @pytest.mark.parametrize(
@@ -132,6 +156,7 @@ VARIED = [
     "15 March 2024", "Jun 2025", "Jan 5, 2025", "12 January 2024", "Feb 2023", "Apr. 1", "Aug 31",
     "Oct 2024", "Nov 11th", "Dec 24", "July 4", "1.284.370", "3,37", "0.5%", "10,0 %", ".75", "\u0661\u0662\u0663 EUR",
     "\u0130", "\u017fix days", "\u212a", "Mayday 12", "Dec.", "SEP 3", "\n", "  ", ".", "-", "EUR", "per cent",
+    "276,96 \u20ac", "1 234,56 \u20ac", "12 Prozent", "3 pour cent", "\u00a7 5", "Art. 15(5)", "clause 14.3",
 ]
 
 
