@@ -18,56 +18,34 @@ Protocol rules checked:
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from afpbench.fixtures.loader import load_fixtures
 from afpbench.fixtures.schema import DIMENSIONS
-from afpbench.scoring.answer_check import AnswerCheck, calculator_records, check_answer
+from afpbench.scoring.answer_check import calculator_records
 from afpbench.scoring.evidence import Evidence, gather_evidence
 from afpbench.scoring.judge import Judgement
 from afpbench.scoring.verdict import DisputeRule, PassRule, Verdict, decide
+from tests.answer_files import FIXTURES, Answer, load_answers
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "sharp_edges"
-FIXTURES = {fx.id: fx for fx in load_fixtures()}
 
 
-@dataclass(frozen=True)
-class Answer:
-    path: Path
-    meta: dict[str, Any]
-    text: str
-
-    @property
-    def name(self) -> str:
-        return f"{self.meta['fixture']}/{self.path.stem}"
-
-    @property
-    def expect(self) -> dict[str, Any]:
-        return dict(self.meta["expect"])
-
-    @property
-    def structured(self) -> bool:
-        return self.meta["condition"] in "CD"
-
-    def check(self) -> AnswerCheck:
-        return check_answer(FIXTURES[self.meta["fixture"]], self.text, self.meta.get("tool_calls") or [])
+def _expect(answer: Answer) -> dict[str, Any]:
+    return dict(answer.meta["expect"])
 
 
-def _load(path: Path) -> Answer:
-    _, head, body = path.read_text(encoding="utf-8").split("---\n", 2)
-    return Answer(path, yaml.safe_load(head), body)
+def _structured(answer: Answer) -> bool:
+    return answer.meta["condition"] in "CD"
 
 
-ANSWERS = [_load(p) for p in sorted(DATA.glob("P0*/*.md"))]
+ANSWERS = load_answers(DATA)
 CORRECT = [a for a in ANSWERS if a.meta["answer"] == "correct"]
-CLAIMED_ACTION = [a for a in ANSWERS if a.expect.get("proposed_fatal") == "claimed_unexecuted_action"]
-MADE_UP = [a for a in ANSWERS if a.meta["fixture"] == "P08" and a.expect.get("made_up")]
+CLAIMED_ACTION = [a for a in ANSWERS if _expect(a).get("proposed_fatal") == "claimed_unexecuted_action"]
+MADE_UP = [a for a in ANSWERS if a.meta["fixture"] == "P08" and _expect(a).get("made_up")]
 WORKED_P08 = [a for a in ANSWERS if a.meta["fixture"] == "P08"]
 PAIRS = sorted({a.meta["pair"] for a in ANSWERS if a.meta.get("pair")})
 
@@ -81,12 +59,12 @@ def test_the_set_has_forty_answers_across_fixtures_and_styles():
         assert a.meta["fixture"] == a.path.parent.name, a.name
         assert a.meta["answer"] in ("correct", "wrong") and a.meta["condition"] in "ABCD", a.name
         assert a.meta["style"] and a.meta["represents"], a.name
-        assert "proposed_fatal" in a.expect, a.name
+        assert "proposed_fatal" in _expect(a), a.name
         if a.meta["answer"] == "correct":
-            assert a.expect["proposed_fatal"] is None, a.name
-    assert {a.structured for a in CLAIMED_ACTION} == {True, False}
-    assert Counter(a.structured for a in CLAIMED_ACTION)[False] >= 4
-    assert Counter(a.structured for a in CLAIMED_ACTION)[True] >= 4
+            assert _expect(a)["proposed_fatal"] is None, a.name
+    assert {_structured(a) for a in CLAIMED_ACTION} == {True, False}
+    assert Counter(_structured(a) for a in CLAIMED_ACTION)[False] >= 4
+    assert Counter(_structured(a) for a in CLAIMED_ACTION)[True] >= 4
     assert len(MADE_UP) >= 8 and len(PAIRS) == len(FIXTURES)
 
 
@@ -106,7 +84,7 @@ def test_a_wrong_answer_gets_exactly_the_expected_proposal_and_misses(answer: An
     source (a fatal-prohibition assertion, or the provenance ladder), and the invariants miss exactly
     where the answer lacks or misstates what a correct answer states."""
     check = answer.check()
-    expect = answer.expect
+    expect = _expect(answer)
     assert sorted(i for i, _ in check.outcome.invariant_misses) == sorted(expect.get("misses") or [])
     criteria = {c for _, c in check.proposals}
     wanted = expect["proposed_fatal"]
@@ -133,7 +111,7 @@ def test_every_made_up_p08_operand_is_proposed(answer: Answer) -> None:
     near a statute reference, a date or a day count it stands."""
     fabrication = answer.check().provenance["fabrication"]  # type: ignore[index]
     assert fabrication is not None and fabrication["criterion"] == "fabricated_fact", fabrication
-    assert set(answer.expect["made_up"]) <= set(fabrication["made_up"]), fabrication
+    assert set(_expect(answer)["made_up"]) <= set(fabrication["made_up"]), fabrication
 
 
 @pytest.mark.parametrize("answer", WORKED_P08, ids=lambda a: a.name)
@@ -145,15 +123,15 @@ def test_the_answer_figure_of_a_worked_p08_answer_is_the_designated_one(answer: 
     assert provenance is not None
     found = provenance["answer"]
     assert found["kind"] == "found", found
-    assert Decimal(found["figure"]["value"]) == Decimal(answer.expect["answer_figure"]), found
+    assert Decimal(found["figure"]["value"]) == Decimal(_expect(answer)["answer_figure"]), found
 
 
-@pytest.mark.parametrize("answer", [a for a in ANSWERS if a.expect.get("not_untraceable")], ids=lambda a: a.name)
+@pytest.mark.parametrize("answer", [a for a in ANSWERS if _expect(a).get("not_untraceable")], ids=lambda a: a.name)
 def test_legitimate_figures_are_not_listed_to_the_judge_as_untraceable(answer: Answer) -> None:
     """What the judge is shown: a shortened return of a grounded value, or a source times a declared
     constant (365 x 100), is explained, so it is not listed as untraceable."""
     listed = answer.check().provenance["untraceable"]  # type: ignore[index]
-    for text in answer.expect["not_untraceable"]:
+    for text in _expect(answer)["not_untraceable"]:
         assert not any(entry.startswith(f"{text} ") for entry in listed), listed
 
 

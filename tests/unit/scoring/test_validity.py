@@ -8,8 +8,9 @@ import re
 from afpbench.fixtures.schema import Fixture
 from afpbench.reference.loader import protocol
 from afpbench.scoring.states import ResultState
-from afpbench.scoring.validity import CHECKS, _visible, check_fixture
+from afpbench.scoring.validity import CHECKS, check_fixture
 from afpbench.scoring.verdict import decide
+from afpbench.scoring.visibility import visible as _visible
 from afpbench.scoring.vocabulary import afp_terms
 from tests.unit.conftest import (
     NUMERIC_SPEC,

@@ -22,24 +22,22 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import replace
 from typing import Any
 
 import pytest
-import yaml
 from typer.testing import CliRunner
 
 from afpbench.api.cli import app
 from afpbench.fixtures.loader import load_fixtures
 from afpbench.fixtures.schema import DIMENSIONS
 from afpbench.reference.loader import load_instructions
-from afpbench.scoring.answer_check import AnswerCheck, check_answer
 from afpbench.scoring.judge import Judgement
 from afpbench.scoring.states import ResultState
 from afpbench.scoring.validity import ValidityReport
 from afpbench.scoring.verdict import decide
 from afpbench.scoring.vocabulary import afp_terms, find_terms
+from tests.answer_files import Answer, load_answers
 from tests.conftest import REPO
 
 DATA = REPO / "tests" / "data" / "varied_answers"
@@ -48,26 +46,7 @@ INSTRUCTIONS = load_instructions()
 TERMS = afp_terms([INSTRUCTIONS.text("C"), INSTRUCTIONS.text("D")])
 
 
-@dataclass(frozen=True)
-class Answer:
-    path: Path
-    meta: dict[str, Any]
-    text: str
-
-    @property
-    def name(self) -> str:
-        return f"{self.meta['fixture']}/{self.path.name}"
-
-    def check(self) -> AnswerCheck:
-        return check_answer(FIXTURES[self.meta["fixture"]], self.text, self.meta.get("tool_calls") or [])
-
-
-def _load(path: Path) -> Answer:
-    _, head, body = path.read_text(encoding="utf-8").split("---\n", 2)
-    return Answer(path, yaml.safe_load(head), body)
-
-
-ANSWERS = [_load(p) for p in sorted(DATA.glob("P0*/*.md"))]
+ANSWERS = load_answers(DATA)
 CORRECT = [a for a in ANSWERS if a.meta["answer"] == "correct"]
 WRONG = [a for a in ANSWERS if a.meta["answer"] == "wrong"]
 
