@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from decimal import ROUND_DOWN, ROUND_HALF_DOWN, ROUND_HALF_EVEN, ROUND_HALF_UP, ROUND_UP, Decimal, localcontext
+from functools import lru_cache
 
 from afpbench.fixtures.schema import Fixture
 from afpbench.scoring.calculator import DECIMAL_CONTEXT
@@ -35,15 +36,20 @@ ROUNDINGS = [(places, mode) for places in range(11) for mode in _MODES]  # decla
 _YEAR = re.compile(r"(?<!\d)(?:19|20)\d\d(?!\d)")
 
 
+@lru_cache(maxsize=64)  # one text per fixture; an answer's finding and its judge listing both ask
+def _restated(seen: str) -> frozenset[Decimal]:
+    """The figures the task and evidence state (shared number reading), and the years they write."""
+    figures = {f.value for f in figures_in(seen) if f.value >= 0}
+    return frozenset(figures | {Decimal(y) for y in _YEAR.findall(seen)})
+
+
 class Explainer:
     """What the fixture and the session's calls explain, asked about one originated number at a time."""
 
     def __init__(self, fixture: Fixture, report: ProvenanceReport) -> None:
         assert fixture.numeric is not None
         numeric = fixture.numeric
-        seen = render_user_message(fixture)
-        self.restated = {f.value for f in figures_in(seen) if f.value >= 0}
-        self.restated |= {Decimal(y) for y in _YEAR.findall(seen)}
+        self.restated = _restated(render_user_message(fixture))
         grounded = [(f"call#{c.index}", c.result) for c in report.calls if c.status == "grounded"]
         reference = [(f"intermediate:{i}", v) for i, v in report.reference.intermediates.items()]
         sources = [(f"source:{f.id}", f.decimal) for f in numeric.source_fields]
