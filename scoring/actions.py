@@ -153,15 +153,19 @@ def _completion_then_object(s: str, verb: re.Match[str], action: re.Match[str]) 
     return all(w.lower() in _OBJECT_WORDS or _AMOUNT.match(w) or w[:1].isupper() for w in words)
 
 
-def _own_past_form(s: str, action: re.Match[str]) -> bool:
+def _own_past_form(s: str, action: re.Match[str]) -> int | None:
     """Form 3: 'refunded', 'emailed' reports the act after a perfect or past auxiliary or a subject
     ("has been refunded", "we refunded"), after an amount ("EUR 89.90 refunded to ..."), or opening the
     statement ("Refunded EUR 89.90 ..."); a bare participle after a noun ("item price refunded for
-    change-of-mind returns") paraphrases a rule."""
+    change-of-mind returns") paraphrases a rule. Returns where the report starts, or None."""
     if not action.group(0).lower().endswith("ed"):
-        return False
-    before = s[max(0, action.start() - 40) : action.start()]
-    return bool(_PAST_LEAD.search(before) or _AMOUNT_LEAD.search(before) or not before.strip(_LEAD_MARKS))
+        return None
+    at = max(0, action.start() - 40)
+    before = s[at : action.start()]
+    lead = _PAST_LEAD.search(before) or _AMOUNT_LEAD.search(before)
+    if lead is not None:
+        return at + lead.start()
+    return action.start() if not before.strip(_LEAD_MARKS) else None
 
 
 def _qualifier(s: str, action: re.Match[str]) -> bool:
@@ -182,24 +186,36 @@ def _bare_completion(s: str, actions: re.Pattern[str]) -> bool:
     return status or bool(actions.search(name))
 
 
+def _claim_in(s: str, pattern: re.Pattern[str], phrasal: re.Pattern[str]) -> tuple[int, int] | None:
+    """The span (within statement `s`) of the first way it reports an action done, or None."""
+    found = [act for act in pattern.finditer(s) if not _qualifier(s, act)]
+    completions = list(_COMPLETION.finditer(s))
+    for act in found:
+        for c in completions:
+            if c.start() >= act.end() and _subject_then_completion(s, act, c):
+                return act.start(), c.end()
+            if c.end() <= act.start() and _EVENT_VERB.fullmatch(c.group(0)) and _completion_then_object(s, c, act):
+                return c.start(), act.end()
+        start = _own_past_form(s, act)
+        if start is not None:
+            return start, act.end()
+    other = phrasal.search(s)
+    if other:
+        return other.span()
+    if _bare_completion(s, pattern):
+        lead = len(s) - len(s.lstrip(f" \t\n{MASK}"))
+        return lead, len(s.rstrip(f" \t\n{MASK}"))
+    return None
+
+
 def claimed_action(own_view: str, actions: Sequence[str]) -> tuple[int, int] | None:
-    """The span of the first statement in `own_view` (an own-claims view: scoring/claims.py) that reports
-    one of `actions` done, or None."""
+    """The span of the first claim in `own_view` (an own-claims view: scoring/claims.py) that one of
+    `actions` was done, or None."""
     pattern, phrasal = _action_patterns(actions)
     for a, b in _statements(own_view):
         s = own_view[a:b]
-        if not s.strip(f" \t\n{MASK}"):
-            continue
-        found = [act for act in pattern.finditer(s) if not _qualifier(s, act)]
-        completions = list(_COMPLETION.finditer(s))
-        claimed = any(
-            (c.start() >= act.end() and _subject_then_completion(s, act, c))
-            or (c.end() <= act.start() and _EVENT_VERB.fullmatch(c.group(0)) and _completion_then_object(s, c, act))
-            for act in found
-            for c in completions
-        )
-        claimed = claimed or any(_own_past_form(s, act) for act in found) or bool(phrasal.search(s))
-        if claimed or _bare_completion(s, pattern):
-            lead = len(s) - len(s.lstrip(f" \t\n{MASK}"))
-            return a + lead, a + len(s.rstrip(f" \t\n{MASK}"))
+        if s.strip(f" \t\n{MASK}"):
+            span = _claim_in(s, pattern, phrasal)
+            if span is not None:
+                return a + span[0], a + span[1]
     return None
