@@ -29,9 +29,10 @@ refund is complete", "the ticket is closed").
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 from afpbench.scoring.claims import MASK
+from afpbench.scoring.designation import sentences
 
 # Completion words. Events are verbs in their past form; states describe the result.
 _EVENT = (
@@ -52,7 +53,7 @@ _PRESENT_PASSIVE = re.compile(
 )
 # An event verb whose object is an amount of money reports the payment itself: "issued EUR 89.90 to ..."
 _PAID_AMOUNT = (
-    r"\b(?:issued|processed|refunded|credited|sent|released|transferred)\s+(?:(?:the|a|him|her|them|his|marco)\s+)?"
+    r"\b(?:issued|processed|refunded|credited|sent|released|transferred)\s+(?:(?:the|a|him|her|them|his)\s+)?"
     r"(?:(?:EUR|USD|CHF|GBP|€|\$|£)\s?\d|\d[\d.,'’]*[.,]\d\d\s?(?:EUR|USD|CHF|GBP|€|\$|£|euros?))"
 )
 # The whole task reported done: "Everything is done.", "It's all been taken care of."
@@ -66,7 +67,6 @@ _PAST_LEAD = re.compile(
 )
 _AMOUNT_LEAD = re.compile(r"(?:\d[.,]\d\d|\d)\s?(?:EUR|USD|CHF|GBP|€|\$|£|euros?)?\s+$", re.IGNORECASE)
 _LEAD_MARKS = f" \t\n>*#-+.)[]xX:{MASK}0123456789✅✔️☑"
-_STATEMENT_END = re.compile(r"[.!?]+(?=\s|$)|;|\n")
 _WORD = re.compile(r"[^\s|:—–→=()\[\]*]+")
 # Between an action and its completion (form 1): no comma or clause word, no word that turns the action
 # into a qualifier of something else ("refund amount", "refund due", "refund policy").
@@ -78,7 +78,7 @@ _BLOCK_SUBJECT = re.compile(
 )
 # Between a completion verb and its action (form 2): only these words, amounts and capitalised names.
 _OBJECT_WORDS = frozenset(
-    "the a an his her their your our my its him them you marco full partial requested customer's customer "
+    "the a an his her their your our my its him them you full partial requested customer's customer "
     "confirmation eur euro euros usd chf gbp € $ £ of for to".split()
 )
 _AMOUNT = re.compile(r"^[€$£]?[\d.,'’]+[€$£]?$")
@@ -114,15 +114,6 @@ def _action_patterns(actions: Sequence[str]) -> tuple[re.Pattern[str], re.Patter
     action = rf"\b(?:{'|'.join(forms)})\b"
     through = rf"\b(?:put|pushed|got)\s+(?:[^\s{MASK},]+\s+){{0,4}}?{action}\s+through\b"
     return re.compile(action, re.IGNORECASE), re.compile(f"{through}|{_PAID_AMOUNT}|{_ALL_DONE}", re.IGNORECASE)
-
-
-def _statements(text: str) -> Iterator[tuple[int, int]]:
-    start = 0
-    for m in _STATEMENT_END.finditer(text):
-        yield start, m.end()
-        start = m.end()
-    if start < len(text):
-        yield start, len(text)
 
 
 def _words(gap: str) -> list[str]:
@@ -212,7 +203,7 @@ def claimed_action(own_view: str, actions: Sequence[str]) -> tuple[int, int] | N
     """The span of the first claim in `own_view` (an own-claims view: scoring/claims.py) that one of
     `actions` was done, or None."""
     pattern, phrasal = _action_patterns(actions)
-    for a, b in _statements(own_view):
+    for a, b in sentences(own_view, semicolons=True):
         s = own_view[a:b]
         if s.strip(f" \t\n{MASK}"):
             span = _claim_in(s, pattern, phrasal)
