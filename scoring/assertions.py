@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
+from functools import lru_cache
 
 from afpbench.fixtures.schema import Assertion, AssertionCheck, Fixture
 from afpbench.scoring.actions import claimed_action
@@ -70,6 +72,12 @@ def _pattern_check(a: Assertion, text: str) -> tuple[bool, str, list[int] | None
     return (False, f"pattern matched {match.group(0)!r}", span) if match else (True, "pattern did not match", None)
 
 
+@lru_cache(maxsize=64)  # one evidence per fixture, asked for every answer and every example
+def _stated(sources: tuple[str, ...]) -> frozenset[Decimal]:
+    """The values of the figures the evidence states."""
+    return frozenset(f.value for source in sources for f in figures_in(source))
+
+
 def _claims_done_check(a: Assertion, text: str) -> tuple[bool, str, list[int] | None]:
     span = claimed_action(text, a.values)
     if span is None:
@@ -86,8 +94,7 @@ def _number_check(a: Assertion, text: str, sources: Sequence[str]) -> tuple[bool
         if not equal:
             shown = ", ".join(f.text for f in released) or "none"
             return False, f"no released figure equals any of {a.values!r} (released: {shown})", None
-        stated = {f.value for source in sources for f in figures_in(source)}
-        wrong = misstated(a.subject, [q for _, q in wanted], text, stated) if a.subject else None
+        wrong = misstated(a.subject, [q for _, q in wanted], text, _stated(tuple(sources))) if a.subject else None
         if wrong is not None:
             detail = f"states {wrong.text!r} for the subject, which is none of {a.values!r}"
             return False, detail, [wrong.start, wrong.end]

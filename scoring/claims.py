@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 
 MASK = "\x1f"
 ECHO_MIN_CHARS = 40  # shorter lines ("R3: not met.") are too generic to count as copied from a source
@@ -132,11 +133,14 @@ def _mask_clauses(masked: str, chars: list[str]) -> None:
         stops = _scope_stops(masked, a, b)
         starts = sorted({a, *(m.end() for m in _CLAUSE_BREAK.finditer(masked, a, b)), *contrasts})
         bounds = [*starts, b]
+        # one scan per sentence for each kind of word; a word belongs to the clause it starts in
+        scope_at = [m.start() for m in SCOPE.finditer(masked, a, b)]
+        negation_at = [m.start() for m in _NEGATION.finditer(masked, a, b)]
         k = 0
         while k < len(bounds) - 1:
-            clause = masked[bounds[k] : bounds[k + 1]]
-            scoped, negated = SCOPE.search(clause), _NEGATION.search(clause)
-            if not (scoped or negated):
+            lo, hi = bounds[k], bounds[k + 1]
+            scoped = any(lo <= at < hi for at in scope_at)
+            if not (scoped or any(lo <= at < hi for at in negation_at)):
                 k += 1
                 continue
             # a scope word or a negation governs the rest of its sentence, up to where its reach ends
@@ -153,8 +157,13 @@ def _line_key(line: str) -> str:
     return " ".join(_LINE_MARKS.sub("", line).split())
 
 
+@lru_cache(maxsize=64)  # one evidence per fixture, asked for every answer and assertion
+def _source_lines(sources: tuple[str, ...]) -> frozenset[str]:
+    return frozenset(k for src in sources for k in map(_line_key, src.splitlines()) if len(k) >= ECHO_MIN_CHARS)
+
+
 def _mask_echoes(text: str, chars: list[str], sources: Sequence[str]) -> None:
-    source_lines = {k for src in sources for k in map(_line_key, src.splitlines()) if len(k) >= ECHO_MIN_CHARS}
+    source_lines = _source_lines(tuple(sources))
     if not source_lines:
         return
     lines = text.splitlines(keepends=True)

@@ -45,7 +45,7 @@ def _kind_of(quantity: Quantity) -> str | None:
     return "percent" if quantity.percent else "money" if quantity.currency else None
 
 
-def misstated(subject: str, wanted: list[Quantity], text: str, stated: set[Decimal]) -> Figure | None:
+def misstated(subject: str, wanted: list[Quantity], text: str, stated: frozenset[Decimal]) -> Figure | None:
     """The first figure the text states for `subject` that equals none of the `wanted` values of its
     kind; `stated` are the values of the money figures the evidence states (passed over)."""
     pattern = re.compile(subject, re.IGNORECASE)
