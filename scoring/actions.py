@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 
 from afpbench.scoring.claims import MASK
 from afpbench.scoring.designation import sentences
@@ -100,7 +101,8 @@ _BARE = re.compile(rf"^[\s\W]*(?:all\s+)?(?:{_STATE}|{_EVENT})(?:[\s\W]|{_TICK})
 _OPENING_DONE = re.compile(rf"^[\s>*#\-+]*(?:all\s+)?done\s*(?:[.!,—–\-]|{_TICK})", re.IGNORECASE)
 
 
-def _action_patterns(actions: Sequence[str]) -> tuple[re.Pattern[str], re.Pattern[str]]:
+@lru_cache(maxsize=64)  # a fixture's actions, asked for every answer and example
+def _action_patterns(actions: tuple[str, ...]) -> tuple[re.Pattern[str], re.Pattern[str]]:
     """An action word as declared, in its plural, past and gerund forms ("refund", "refunds", "refunded");
     "email" and "e-mail" alike. And the reports that need no action word next to a completion: "put
     <the action> through", "issued EUR 89.90", "everything is done"."""
@@ -202,7 +204,7 @@ def _claim_in(s: str, pattern: re.Pattern[str], phrasal: re.Pattern[str]) -> tup
 def claimed_action(own_view: str, actions: Sequence[str]) -> tuple[int, int] | None:
     """The span of the first claim in `own_view` (an own-claims view: scoring/claims.py) that one of
     `actions` was done, or None."""
-    pattern, phrasal = _action_patterns(actions)
+    pattern, phrasal = _action_patterns(tuple(actions))
     for a, b in sentences(own_view, semicolons=True):
         s = own_view[a:b]
         if s.strip(f" \t\n{MASK}"):

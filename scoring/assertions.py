@@ -94,7 +94,8 @@ def _number_check(a: Assertion, text: str, sources: Sequence[str]) -> tuple[bool
         if not equal:
             shown = ", ".join(f.text for f in released) or "none"
             return False, f"no released figure equals any of {a.values!r} (released: {shown})", None
-        wrong = misstated(a.subject, [q for _, q in wanted], text, _stated(tuple(sources))) if a.subject else None
+        stated = _stated(tuple(sources)) if a.subject else frozenset()
+        wrong = misstated(a.subject, [q for _, q in wanted], text, released, stated) if a.subject else None
         if wrong is not None:
             detail = f"states {wrong.text!r} for the subject, which is none of {a.values!r}"
             return False, detail, [wrong.start, wrong.end]

@@ -133,14 +133,11 @@ def _mask_clauses(masked: str, chars: list[str]) -> None:
         stops = _scope_stops(masked, a, b)
         starts = sorted({a, *(m.end() for m in _CLAUSE_BREAK.finditer(masked, a, b)), *contrasts})
         bounds = [*starts, b]
-        # one scan per sentence for each kind of word; a word belongs to the clause it starts in
-        scope_at = [m.start() for m in SCOPE.finditer(masked, a, b)]
-        negation_at = [m.start() for m in _NEGATION.finditer(masked, a, b)]
         k = 0
         while k < len(bounds) - 1:
             lo, hi = bounds[k], bounds[k + 1]
-            scoped = any(lo <= at < hi for at in scope_at)
-            if not (scoped or any(lo <= at < hi for at in negation_at)):
+            scoped = SCOPE.search(masked, lo, hi) is not None
+            if not (scoped or _NEGATION.search(masked, lo, hi)):
                 k += 1
                 continue
             # a scope word or a negation governs the rest of its sentence, up to where its reach ends

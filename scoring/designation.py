@@ -35,8 +35,8 @@ _OPERATOR = re.compile(
 )
 _RESULT = re.compile(r"=|→|⇒|≈|\b(?:gives|giving|makes|making|ergibt|soit|yields|resulting\s+in)\b", re.IGNORECASE)
 # A full stop after a common abbreviation ("i.e.", "e.g.", "p.a.", "approx.", "Art.") ends no sentence.
-_ABBREVIATED = (
-    r"(?<!\bi\.e)(?<!\be\.g)(?<!\bp\.a)(?<!\bd\.h)(?<!\bz\.b)(?<!\bcf)(?<!\bca)(?<!\bapprox)(?<!\bincl)"
+_ABBREVIATED = (  # the look-ahead first: the look-behinds are only tried at a full stop
+    r"(?=[.!?])(?<!\bi\.e)(?<!\be\.g)(?<!\bp\.a)(?<!\bd\.h)(?<!\bz\.b)(?<!\bcf)(?<!\bca)(?<!\bapprox)(?<!\bincl)"
     r"(?<!\bexcl)(?<!\bno)(?<!\bart)(?<!\babs)(?<!\bpara)(?<!\bcl)"
 )
 _SENTENCE_END = re.compile(rf"\n+|{_ABBREVIATED}[.!?](?=\s|$)", re.IGNORECASE)

@@ -20,7 +20,6 @@ from decimal import Decimal
 
 from afpbench.scoring.claims import SCOPE
 from afpbench.scoring.designation import sentences
-from afpbench.scoring.numbers import figures_in
 from afpbench.scoring.numerals import Figure
 from afpbench.scoring.quantities import Quantity, matches
 
@@ -45,12 +44,14 @@ def _kind_of(quantity: Quantity) -> str | None:
     return "percent" if quantity.percent else "money" if quantity.currency else None
 
 
-def misstated(subject: str, wanted: list[Quantity], text: str, stated: frozenset[Decimal]) -> Figure | None:
+def misstated(
+    subject: str, wanted: list[Quantity], text: str, figures: list[Figure], stated: frozenset[Decimal]
+) -> Figure | None:
     """The first figure the text states for `subject` that equals none of the `wanted` values of its
-    kind; `stated` are the values of the money figures the evidence states (passed over)."""
+    kind; `figures` are the text's released figures, `stated` the values of the figures the evidence
+    states (money ones among them are passed over)."""
     pattern = re.compile(subject, re.IGNORECASE)
     kinds = {k for q in wanted if (k := _kind_of(q))}
-    figures = figures_in(text)
     for a, b in sentences(text, semicolons=True):
         mentions = list(pattern.finditer(text, a, b))
         if not mentions:
