@@ -38,13 +38,16 @@ def check_serve_exposure(host: str, token_set: bool) -> None:
 
 def check_door_settings(settings: Settings) -> None:
     """The allow-lists and the catalogue parse, before the server listens: a wrong AFP_KEY_VARS,
-    AFP_ALLOWED_BASE_URLS or AFP_CATALOGUE_DIR stops `serve` with one line instead of failing requests."""
+    AFP_ALLOWED_BASE_URLS, AFP_ALLOWED_HOSTS or AFP_CATALOGUE_DIR stops `serve` with one line instead of
+    failing requests."""
+    from afpbench.api.http.hosts import HostPolicy
     from afpbench.workers.providers.key_policy import allowed_patterns
     from afpbench.workers.providers.url_policy import allowed_origins
     from afpbench.workers.sweeps.sources import catalogue_root
 
     allowed_patterns(settings.key_vars)
     allowed_origins(settings.allowed_base_urls, settings.sim_url)
+    HostPolicy.build(settings.allowed_hosts)
     catalogue_root()
 
 
@@ -86,7 +89,7 @@ def register(app: typer.Typer) -> None:
         from afpbench.api.http.access_log import uvicorn_log_config
         from afpbench.api.http.app import create_app
 
-        uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level.lower(),
+        uvicorn.run(create_app(settings, listen_host=host), host=host, port=port, log_level=log_level.lower(),
                     log_config=uvicorn_log_config())
 
     @app.command()

@@ -25,6 +25,9 @@ TEST_KEY_VARIABLES = (*DEFAULT_KEY_VARIABLES, "AFP_TEST_KEY", "AFP_TEST_EXPORT_K
                       "AFP_ABSENT_KEY", "AFP_REPLAY_TEST_KEY", "AFP_NOT_SET_ANYWHERE", "AFP_SEMANTICS_KEY",
                       "AFP_STRUCTURED_TEST_KEY", "AFP_T_KEY", "AFP_BUDGET_KEY")
 os.environ.setdefault("AFP_KEY_VARS", ",".join(TEST_KEY_VARIABLES))
+# Starlette's TestClient names its host "testserver": the HTTP server answers only the Host names it is
+# configured for (api/http/hosts.py), like Django's test client's ALLOWED_HOSTS.
+os.environ.setdefault("AFP_ALLOWED_HOSTS", "testserver")
 # No prepared-fixture cache (workers/sweeps/prepared_cache.py) unless a test asks for one: tests that count
 # parses or gate calls must see them, and no test may read what an earlier run (or the user) left in ~/.cache.
 os.environ.setdefault("AFP_CACHE_DIR", "off")

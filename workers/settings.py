@@ -36,6 +36,16 @@ class Settings(BaseSettings):
         default=None, description="parsed fixtures and gate reports by content; default ~/.cache/afpbench, off: none"
     )
     max_body_bytes: int = Field(default=2 * 1024 * 1024, ge=1024, description="HTTP request body limit")
+    # Which Host names the API and the viewer answer to beyond the loopback names and `serve --host`
+    # (comma-separated; "*" = any): the defence against DNS rebinding (api/http/hosts.py).
+    allowed_hosts: str | None = Field(default=None, description="host names the HTTP server answers to")
+    # The HTTP server under load (docs/RELIABILITY.md, "The API under a burst"): requests beyond this many
+    # in flight are answered 503 with Retry-After at once (api/http/door.py); a request that waits longer
+    # than http_pool_timeout_s for a database connection is answered 503 too (workers/store/db.py).
+    http_max_in_flight: int = Field(default=32, ge=1, le=1000, description="HTTP requests served at once")
+    http_pool_timeout_s: float = Field(default=5.0, gt=0, le=300, description="an HTTP request's wait for a "
+                                                                             "database connection")
+    report_cache_entries: int = Field(default=32, ge=0, description="finished sweeps' rendered reports kept")
 
     # Worker and queue timing. Order that must hold: hard limit < visibility timeout < lease expiry.
     # The hard limit is the default of tasks that call no model (aggregate, reconcile); execute and score

@@ -1,18 +1,23 @@
-"""Request dependencies: a database session per request, the bearer-token check, error helpers."""
+"""Request dependencies: the bearer-token check, paging and id parameters, error helpers.
+
+No database session is a dependency. FastAPI enters a yield dependency in one pool thread, runs the route
+in another and validates the response in a third, so a session yielded to a route kept its connection
+(idle in transaction) across every wait for a thread; under a burst all the connections waited for
+threads while all the threads waited for connections (fastapi#3205; docs/RELIABILITY.md, "The API under a
+burst"). A route opens `session_scope()` itself, in the thread that runs it, and closes it before it
+returns; it never holds one while calling code that opens its own.
+"""
 
 from __future__ import annotations
 
 import hmac
-from collections.abc import Iterator
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Path, Query, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from sqlmodel import Session
 
 from afpbench.api.http.schemas import MAX_PAGE
 from afpbench.workers.settings import Settings
-from afpbench.workers.store.db import session_scope
 
 # Integer inputs stay within what every database column and OFFSET accepts: never a 500 for a big number.
 DB_INT_MAX = 2**31 - 1
@@ -23,26 +28,19 @@ CellId = Annotated[int, Path(ge=1, le=DB_INT_MAX)]
 _bearer = HTTPBearer(auto_error=False, description="the value of AFP_API_TOKEN")
 
 
-def get_session() -> Iterator[Session]:
-    with session_scope() as session:
-        yield session
-
-
-SessionDep = Annotated[Session, Depends(get_session)]
-
-
 def configured_token(settings: Settings) -> bytes | None:
     """The API token as bytes, or None when none is set (an empty AFP_API_TOKEN counts as none)."""
     token = settings.api_token.get_secret_value() if settings.api_token is not None else ""
     return token.encode() if token else None
 
 
-def require_token(
+async def require_token(
     request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 ) -> None:
     """Every route but /healthz: `Authorization: Bearer <AFP_API_TOKEN>`, compared in constant time.
 
-    Without a configured token the check is off; `afpbench serve` then listens on loopback only."""
+    Without a configured token the check is off; `afpbench serve` then listens on loopback only. Async:
+    a comparison needs no thread from the pool."""
     expected: bytes | None = request.app.state.api_token
     if expected is None:
         return

@@ -1,13 +1,20 @@
-"""The door: what every HTTP request passes before the app reads a byte of its body.
+"""The door: what every HTTP request passes before the app reads a byte of its body, in this order.
 
-1. Credentials go in the Authorization header only. A query string with a credential-named parameter
+1. The Host must be one this server answers to, and a state-changing request's Origin (or Referer) this
+   server or a listed name (api/http/hosts.py): 400 and 403 otherwise, token or not. Only the probes
+   (/healthz, /readyz) answer any Host: they read no data and change nothing.
+2. Credentials go in the Authorization header only. A query string with a credential-named parameter
    (`token=`, `api_key=`, ...) or holding the token itself is refused (401): URLs end up in access logs,
    proxies and browser histories.
-2. Every path but the public ones (PUBLIC_PATHS) and the viewer (its own sign-in) needs
+3. Every path but the public ones (PUBLIC_PATHS) and the viewer (its own sign-in) needs
    `Authorization: Bearer <AFP_API_TOKEN>` (when a token is configured),
    checked from the headers alone: an unauthenticated request is answered 401 without its body read.
-3. Bodies are bounded (AFP_MAX_BODY_BYTES): a Content-Length above the limit is answered 413 at once; a
+4. Bodies are bounded (AFP_MAX_BODY_BYTES): a Content-Length above the limit is answered 413 at once; a
    body without one (chunked) is counted as it arrives and answered 413 as soon as it passes the limit.
+5. At most AFP_HTTP_MAX_IN_FLIGHT requests are in the app at once; one more is answered 503 with
+   Retry-After at once, having cost nothing (/healthz, which does no work, is never refused). Without
+   the bound a burst queued for threads while the connections it held waited for those threads
+   (docs/RELIABILITY.md, "The API under a burst").
 
 A refused request that announced a body gets `Connection: close`, so the server drops the connection
 instead of draining the rest. One unauthenticated 100 MB POST once grew the server by 500 MB.
@@ -22,6 +29,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import parse_qsl
 
+from afpbench.api.http.hosts import SAFE_METHODS, HostPolicy
 from afpbench.api.http.schemas import ErrorMessage
 
 Scope = MutableMapping[str, Any]
@@ -34,7 +42,10 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 DOCS_ASSETS = "/docs/assets"
 # What answers without the token: the health check and the API description with its assets (not secret;
 # a browser cannot send the token before Swagger's Authorize button has it).
-PUBLIC_PATHS = frozenset({"/healthz", "/docs", "/openapi.json"})
+PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/docs", "/openapi.json"})
+# Liveness and readiness: answered for any Host (a probe names the pod's address), never holding data.
+PROBES = frozenset({"/healthz", "/readyz"})
+LIVENESS = "/healthz"
 PUBLIC_PREFIXES = (f"{DOCS_ASSETS}/",)
 # The results viewer signs in with its own cookie (api/viewer/auth.py: every viewer route depends on it),
 # so the door checks only the body limit there; its pages never accept the bearer token in a query.
@@ -46,6 +57,12 @@ QUERY_CREDENTIALS = frozenset({
 })
 UNAUTHORIZED = "missing or wrong bearer token"
 TOKEN_IN_URL = "credentials go in the Authorization header, never in the URL's query string"
+WRONG_HOST = ("this server does not answer to the Host this request names: it answers to the loopback names, "
+              "the address it listens on and AFP_ALLOWED_HOSTS")
+WRONG_ORIGIN = ("a state-changing request from another site is refused: its Origin (or Referer) is neither this "
+                "server nor a name in AFP_ALLOWED_HOSTS")
+BUSY = "the server is at its limit of requests in flight (AFP_HTTP_MAX_IN_FLIGHT): retry after Retry-After seconds"
+RETRY_AFTER_S = 1
 
 
 class _BodyTooLarge(Exception):
@@ -65,19 +82,30 @@ def _announces_body(scope: Scope) -> bool:
 
 
 class Door:
-    def __init__(self, app: ASGIApp, *, token: bytes | None, max_body_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, *, token: bytes | None, max_body_bytes: int, hosts: HostPolicy,
+                 max_in_flight: int) -> None:
         self.app = app
         self.token = token
         self.max_body_bytes = max_body_bytes
+        self.hosts = hosts
+        self.max_in_flight = max_in_flight
+        self.in_flight = 0  # requests inside the app now (one event loop: no lock needed)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        path = scope["path"]
+        if path not in PROBES and not self.hosts.host_allowed(_header(scope, b"host")):
+            await self._refuse(scope, send, 400, WRONG_HOST)
+            return
+        if scope["method"] not in SAFE_METHODS and not self.hosts.origin_allowed(
+                _header(scope, b"origin"), _header(scope, b"referer"), _header(scope, b"host")):
+            await self._refuse(scope, send, 403, WRONG_ORIGIN)
+            return
         if self._credential_in_query(scope):
             await self._refuse(scope, send, 401, TOKEN_IN_URL)
             return
-        path = scope["path"]
         exempt = (path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES)
                   or path == VIEWER or path.startswith(VIEWER + "/"))
         if not exempt and not self._authorized(scope):
@@ -87,7 +115,17 @@ class Door:
         if length is not None and length.strip().isdigit() and int(length) > self.max_body_bytes:
             await self._refuse(scope, send, 413, self._too_large())
             return
-        await self._pass_counting(scope, receive, send)
+        if path == LIVENESS:
+            await self._pass_counting(scope, receive, send)
+            return
+        if self.in_flight >= self.max_in_flight:
+            await self._refuse(scope, send, 503, BUSY)
+            return
+        self.in_flight += 1
+        try:
+            await self._pass_counting(scope, receive, send)
+        finally:
+            self.in_flight -= 1
 
     def _too_large(self) -> str:
         return f"request body over the {self.max_body_bytes} byte limit (AFP_MAX_BODY_BYTES)"
@@ -142,18 +180,37 @@ class Door:
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
         if status == 401:
             headers.append((b"www-authenticate", b"Bearer"))
+        if status == 503:
+            headers.append((b"retry-after", str(RETRY_AFTER_S).encode()))
         if _announces_body(scope):
             headers.append((b"connection", b"close"))  # never drain an unread body
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 
 
-def door_responses(*, public: bool = False) -> dict[int | str, dict[str, Any]]:
-    """The door's answers, for a route's OpenAPI `responses` (422 is added by FastAPI where input is)."""
+def door_responses(*, public: bool = False, text_route: bool = False) -> dict[int | str, dict[str, Any]]:
+    """The door's answers, for a route's OpenAPI `responses` (422 is added by FastAPI where input is).
+    `text_route`: the route answers text (e.g. /metrics), so its error bodies are named as the JSON they
+    are (FastAPI would give a `model` the route's own media type)."""
+    error: dict[str, Any] = ({"content": {"application/json": {"schema": {"$ref": ERROR_SCHEMA}}}} if text_route
+                             else {"model": ErrorMessage})
     out: dict[int | str, dict[str, Any]] = {
-        413: {"model": ErrorMessage, "description": "request body over AFP_MAX_BODY_BYTES (answered before "
-                                                    "the rest is read)"}}
+        400: {**error, "description": "a Host this server does not answer to (AFP_ALLOWED_HOSTS), or a body that "
+                                      "cannot be read (not UTF-8)"},
+        413: {**error, "description": "request body over AFP_MAX_BODY_BYTES (answered before the rest is read)"},
+        503: {**BUSY_RESPONSE, **error}}
     if not public:
-        out[401] = {"model": ErrorMessage, "description": "missing or wrong bearer token, or a credential in "
-                                                          "the query string (answered before the body is read)"}
+        out[401] = {**error, "description": "missing or wrong bearer token, or a credential in the query string "
+                                            "(answered before the body is read)"}
     return out
+
+
+ERROR_SCHEMA = "#/components/schemas/ErrorMessage"  # registered by the routes that name ErrorMessage as a model
+# What a route answers when the server is at AFP_HTTP_MAX_IN_FLIGHT, or no database connection came free
+# within AFP_HTTP_POOL_TIMEOUT_S (api/http/app.py).
+BUSY_RESPONSE: dict[str, Any] = {
+    "model": ErrorMessage, "description": "busy: too many requests in flight, or no database connection free; "
+                                          "retry after Retry-After seconds",
+    "headers": {"Retry-After": {"description": "seconds to wait before retrying", "schema": {"type": "integer"}}}}
+# A state-changing route's answer to a request from another site.
+WRONG_ORIGIN_RESPONSE: dict[str, Any] = {"model": ErrorMessage, "description": "Origin or Referer of another site"}

@@ -8,11 +8,12 @@ from fastapi import APIRouter, Query
 from sqlalchemy import func
 from sqlmodel import col, select
 
-from afpbench.api.http.deps import Authorized, CellId, Limit, Offset, SessionDep, not_found
+from afpbench.api.http.deps import Authorized, CellId, Limit, Offset, not_found
 from afpbench.api.http.schemas import CellPage, CellSummary, RunRecord
 from afpbench.scoring.states import ResultState
 from afpbench.workers.results.listing import CellFilter
 from afpbench.workers.results.records import run_record
+from afpbench.workers.store.db import session_scope
 from afpbench.workers.store.models import Cell, Phase, Sweep, saved_id
 
 router = APIRouter(tags=["cells"], dependencies=Authorized)
@@ -31,7 +32,6 @@ def _summary(c: Cell) -> CellSummary:
             responses={404: {"description": "unknown sweep"}})
 def list_cells(
     sweep_id: str,
-    session: SessionDep,
     state: Annotated[ResultState | None, Query(description="result state")] = None,
     phase: Annotated[Phase | None, Query(description="pipeline phase")] = None,
     condition: Annotated[Literal["A", "B", "C", "D"] | None, Query()] = None,
@@ -41,19 +41,21 @@ def list_cells(
     offset: Offset = 0,
 ) -> CellPage:
     """Ordered by cell id (stable across pages)."""
-    if session.exec(select(Sweep.id).where(Sweep.id == sweep_id)).first() is None:  # not its JSON inputs
-        raise not_found(f"no sweep with id {sweep_id!r}")
     where = CellFilter(state=state.value if state else None, phase=phase.value if phase else None,
                        condition=condition, fixture=fixture, model=model).clauses(sweep_id)
-    total = session.exec(select(func.count()).select_from(Cell).where(*where)).one()
-    rows = session.exec(select(Cell).where(*where).order_by(col(Cell.id)).offset(offset).limit(limit)).all()
-    return CellPage(total=total, limit=limit, offset=offset, items=[_summary(c) for c in rows])
+    with session_scope() as session:
+        if session.exec(select(Sweep.id).where(Sweep.id == sweep_id)).first() is None:  # not its JSON inputs
+            raise not_found(f"no sweep with id {sweep_id!r}")
+        total = session.exec(select(func.count()).select_from(Cell).where(*where)).one()
+        rows = session.exec(select(Cell).where(*where).order_by(col(Cell.id)).offset(offset).limit(limit)).all()
+        return CellPage(total=total, limit=limit, offset=offset, items=[_summary(c) for c in rows])
 
 
 @router.get("/cells/{cell_id}", response_model=RunRecord, responses={404: {"description": "unknown cell"}})
-def get_cell(cell_id: CellId, session: SessionDep) -> RunRecord:
+def get_cell(cell_id: CellId) -> RunRecord:
     """The full run record: every attempt with its HTTP rounds (no secrets), judgements, results,
     adjudications and provenance; simulated output is labelled simulated."""
-    if session.get(Cell, cell_id) is None:
-        raise not_found(f"no cell with id {cell_id}")
-    return run_record(session, cell_id)
+    with session_scope() as session:
+        if session.get(Cell, cell_id) is None:
+            raise not_found(f"no cell with id {cell_id}")
+        return run_record(session, cell_id)

@@ -10,8 +10,10 @@ from sqlalchemy import func
 from sqlalchemy.orm import QueryableAttribute, load_only
 from sqlmodel import col, select
 
-from afpbench.api.http.deps import Authorized, Limit, Offset, SessionDep, not_found, unprocessable
+from afpbench.api.http.deps import Authorized, Limit, Offset, not_found, unprocessable
+from afpbench.api.http.door import WRONG_ORIGIN_RESPONSE
 from afpbench.api.http.posted_spec import PostedSweepSpec
+from afpbench.api.http.report_cache import ReportCache, etag_matches
 from afpbench.api.http.schemas import (
     ErrorMessage,
     SweepCancelled,
@@ -22,20 +24,16 @@ from afpbench.api.http.schemas import (
     SweepResumed,
     SweepSummary,
 )
-from afpbench.api.report import render_report
 from afpbench.fixtures.loader import FixtureError
 from afpbench.reference.loader import ReferenceFileError
 from afpbench.workers import runs
-from afpbench.workers.cells.finish import aggregate_now
 from afpbench.workers.errors import PreflightError
-from afpbench.workers.results import aggregation
+from afpbench.workers.store.db import session_scope
 from afpbench.workers.store.models import Cell, Sweep, SweepStatus
 
 # Heavy modules (aggregation, reports) are imported here, not on first use: an import in a request
 # thread competes for the GIL with the embedded worker's threads and can take many times longer.
 router = APIRouter(prefix="/sweeps", tags=["sweeps"], dependencies=Authorized)
-
-
 
 class ReportFormat(StrEnum):
     json = "json"
@@ -69,10 +67,11 @@ def _sweep_or_404(session, sweep_id: str) -> Sweep:
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=SweepCreated,
              responses={422: {"description": "invalid spec, fixtures or instructions (field-level messages)"},
+                        403: WRONG_ORIGIN_RESPONSE,
                         424: {"model": ErrorMessage,
                               "description": "a model endpoint is unreachable or refused the key (status code and "
                                              "a one-line summary; never the endpoint's body)"}})
-def create_sweep(spec: PostedSweepSpec, request: Request, session: SessionDep) -> SweepCreated:
+def create_sweep(spec: PostedSweepSpec, request: Request) -> SweepCreated:
     """Body: the sweep spec as JSON (the fields of the YAML spec, with inputs inline or by catalogue
     name instead of server paths). Nothing is written unless every check passes; then the sweep, its seal
     and all its cells are written at once and cells are enqueued. In distributed mode the workers do the
@@ -89,37 +88,40 @@ def create_sweep(spec: PostedSweepSpec, request: Request, session: SessionDep) -
         raise unprocessable(str(exc), ("body",), "reference_file_error") from None
     except ValueError as exc:  # e.g. a provider that needs a base_url and has none
         raise unprocessable(str(exc)) from None
-    row = _sweep_or_404(session, sweep_id)
-    cells = session.exec(select(func.count()).select_from(Cell).where(Cell.sweep_id == sweep_id)).one()
-    return SweepCreated(id=row.id, seal=row.seal_hash, name=row.name, simulated=row.simulated, cells=cells,
-                        notices=list(row.notices or []))
+    with session_scope() as session:
+        row = _sweep_or_404(session, sweep_id)
+        cells = session.exec(select(func.count()).select_from(Cell).where(Cell.sweep_id == sweep_id)).one()
+        return SweepCreated(id=row.id, seal=row.seal_hash, name=row.name, simulated=row.simulated, cells=cells,
+                            notices=list(row.notices or []))
 
 
 @router.get("", response_model=SweepPage)
-def list_sweeps(session: SessionDep, limit: Limit = 50, offset: Offset = 0,
+def list_sweeps(limit: Limit = 50, offset: Offset = 0,
                 status_filter: Annotated[SweepStatus | None, Query(alias="status")] = None) -> SweepPage:
     """Newest first."""
     where = [Sweep.status == status_filter] if status_filter else []
-    total = session.exec(select(func.count()).select_from(Sweep).where(*where)).one()
-    rows = session.exec(
-        select(Sweep).options(_SUMMARY_ONLY).where(*where)
-        .order_by(col(Sweep.created_at).desc(), Sweep.id).offset(offset).limit(limit)
-    ).all()
-    return SweepPage(total=total, limit=limit, offset=offset, items=[_summary_of(r) for r in rows])
+    with session_scope() as session:
+        total = session.exec(select(func.count()).select_from(Sweep).where(*where)).one()
+        rows = session.exec(
+            select(Sweep).options(_SUMMARY_ONLY).where(*where)
+            .order_by(col(Sweep.created_at).desc(), Sweep.id).offset(offset).limit(limit)
+        ).all()
+        return SweepPage(total=total, limit=limit, offset=offset, items=[_summary_of(r) for r in rows])
 
 
 @router.get("/{sweep_id}", response_model=SweepDetail, responses={404: {"description": "unknown sweep"}})
-def get_sweep(sweep_id: str, session: SessionDep) -> SweepDetail:
+def get_sweep(sweep_id: str) -> SweepDetail:
     """Progress by pipeline phase and by result state."""
-    row = _sweep_or_404(session, sweep_id)
+    with session_scope() as session:
+        row = _sweep_or_404(session, sweep_id)
+        summary, notices = _summary_of(row), list(row.notices or [])
     p = runs.progress(sweep_id)
-    return SweepDetail(**_summary_of(row).model_dump(), total=p.total, done=p.done, finished=p.finished,
-                       phases=p.phases, states=p.states, attempts=runs.attempts_count(sweep_id),
-                       notices=list(row.notices or []))
+    return SweepDetail(**summary.model_dump(), total=p.total, done=p.done, finished=p.finished,
+                       phases=p.phases, states=p.states, attempts=runs.attempts_count(sweep_id), notices=notices)
 
 
 @router.post("/{sweep_id}/cancel", response_model=SweepCancelled,
-             responses={404: {"description": "unknown sweep"}})
+             responses={403: WRONG_ORIGIN_RESPONSE, 404: {"description": "unknown sweep"}})
 def cancel_sweep(sweep_id: str) -> SweepCancelled:
     """No more cells are released; queued messages find the sweep cancelled and do nothing. A sweep with
     nothing left to run is left as it is: `status` then says what it is (e.g. complete)."""
@@ -128,7 +130,7 @@ def cancel_sweep(sweep_id: str) -> SweepCancelled:
 
 
 @router.post("/{sweep_id}/resume", response_model=SweepResumed,
-             responses={404: {"description": "unknown sweep"},
+             responses={403: WRONG_ORIGIN_RESPONSE, 404: {"description": "unknown sweep"},
                         409: {"description": "inputs changed since the seal (names the changed components)"}})
 def resume_sweep(sweep_id: str) -> SweepResumed:
     """Re-send every unfinished cell; refused when any sealed input changed since the sweep began. A
@@ -144,19 +146,22 @@ def resume_sweep(sweep_id: str) -> SweepResumed:
 
 @router.get("/{sweep_id}/report", response_class=Response,
             responses={200: {"model": SweepReport, "content": {m: {} for m in REPORT_MEDIA.values()},
-                             "description": "format=json: the SweepReport; md and html render it"},
-                       404: {"description": "unknown sweep"}})
+                             "description": "format=json: the SweepReport; md and html render it",
+                             "headers": {"ETag": {"description": "a finished sweep's report version (none while "
+                                                                 "the report is interim)",
+                                                  "schema": {"type": "string"}}}},
+                       304: {"description": "not modified: If-None-Match named the report's current ETag"},
+                       404: {"model": ErrorMessage, "description": "unknown sweep"}})
 def sweep_report(
     sweep_id: str,
-    session: SessionDep,
+    request: Request,
     report_format: Annotated[ReportFormat, Query(alias="format")] = ReportFormat.json,
 ) -> Response:
-    """The sweep's report; labelled interim while cells are unfinished, simulated where output is."""
-    _sweep_or_404(session, sweep_id)
-    summary = aggregation.stored_summary(sweep_id)
-    if summary is None:
-        if runs.progress(sweep_id).finished:
-            summary = aggregate_now(sweep_id, "http-report")
-        else:
-            summary = aggregation.snapshot(sweep_id, interim=True)
-    return Response(render_report(summary, report_format.value), media_type=REPORT_MEDIA[report_format])
+    """The sweep's report; labelled interim while cells are unfinished, simulated where output is. A
+    finished sweep's report is rendered once per version (api/http/report_cache.py) and carries an ETag."""
+    cache: ReportCache = request.app.state.report_cache
+    report = cache.rendered(sweep_id, report_format.value)
+    headers = {"Cache-Control": "private, no-cache", **({"ETag": report.etag} if report.etag else {})}
+    if etag_matches(request.headers.get("if-none-match"), report.etag):
+        return Response(status_code=status.HTTP_304_NOT_MODIFIED, headers=headers)
+    return Response(report.body, media_type=REPORT_MEDIA[report_format], headers=headers)

@@ -141,7 +141,16 @@ class SweepReport(SweepAggregate):
     its own name is taken here by the sweep list's item)."""
 
 
+class Liveness(BaseModel):
+    """/healthz: the server answers (nothing else is checked)."""
+
+    status: str
+    mode: str
+
+
 class Health(BaseModel):
+    """/readyz: whether the database answers through the server's pool."""
+
     status: str
     database: str
     mode: str

@@ -20,7 +20,9 @@ CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' 
 SECURITY_HEADERS = {
     "Content-Security-Policy": CSP,
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    # No referrer to other sites. Not "no-referrer": under it a browser sends `Origin: null` with the
+    # viewer's own form posts, which the door refuses as it would a sandboxed frame's (api/http/hosts.py).
+    "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
 STATE_CLASS = {

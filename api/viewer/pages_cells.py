@@ -7,9 +7,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import RedirectResponse
-from sqlmodel import select
+from sqlmodel import Session, select
 
-from afpbench.api.http.deps import DB_INT_MAX, SessionDep
+from afpbench.api.http.deps import DB_INT_MAX
 from afpbench.api.viewer import html as v
 from afpbench.api.viewer import record_view as rv
 from afpbench.api.viewer.auth import Form, PageError, Viewer, check_csrf
@@ -21,6 +21,7 @@ from afpbench.fixtures.schema import DIMENSIONS, FatalCriterionId
 from afpbench.scoring.states import ResultState
 from afpbench.workers.grading import adjudication
 from afpbench.workers.results.records import run_record
+from afpbench.workers.store.db import session_scope
 from afpbench.workers.store.models import Cell, saved_id
 
 router = APIRouter(route_class=ViewerRoute, dependencies=Viewer)
@@ -35,11 +36,17 @@ def _choice_links(label: str, options: list[tuple[str, str]], chosen: str, make)
 
 @router.get("/sweeps/{sweep_id}/fixtures/{fixture_id}")
 def compare_page(
-    request: Request, sweep_id: str, fixture_id: Annotated[str, Path(max_length=80)], session: SessionDep,
+    request: Request, sweep_id: str, fixture_id: Annotated[str, Path(max_length=80)],
     model: Annotated[str | None, Query(max_length=64, description="model hash")] = None,
     repeat: Annotated[int, Query(ge=1, le=1000)] = 1,
 ):
     """The same fixture and repeat under A-D for one model: only the instruction differs."""
+    with session_scope() as session:
+        return _compare_page(session, request, sweep_id, fixture_id, model, repeat)
+
+
+def _compare_page(session: Session, request: Request, sweep_id: str, fixture_id: str, model: str | None,
+                  repeat: int):
     sweep = sweep_or_404(session, sweep_id)
     cells = list(session.exec(select(Cell).where(Cell.sweep_id == sweep_id, Cell.fixture_id == fixture_id)))
     if not cells:
@@ -104,10 +111,11 @@ def _decision_form(request: Request, cell_id: int) -> v.Safe:
 
 
 @router.get("/cells/{cell_id}")
-def cell_page(request: Request, cell_id: CellId, session: SessionDep):
-    if session.get(Cell, cell_id) is None:
-        raise PageError(404, f"no cell with id {cell_id}")
-    r = run_record(session, cell_id)
+def cell_page(request: Request, cell_id: CellId):
+    with session_scope() as session:
+        if session.get(Cell, cell_id) is None:
+            raise PageError(404, f"no cell with id {cell_id}")
+        r = run_record(session, cell_id)
     body = [
         v.section("Run record", rv.overview(r), sid="record"),
         v.section("Answer", rv.answer(r), sid="answer"),
@@ -152,12 +160,12 @@ def _decision_fields(form: dict[str, str]) -> dict:
 
 
 @router.post("/cells/{cell_id}/decide")
-def decide(request: Request, cell_id: CellId, form: Form, session: SessionDep):
+def decide(request: Request, cell_id: CellId, form: Form):
     check_csrf(request, form)
-    if session.get(Cell, cell_id) is None:
-        raise PageError(404, f"no cell with id {cell_id}")
+    with session_scope() as session:  # closed before decide() writes in its own transaction
+        if session.get(Cell, cell_id) is None:
+            raise PageError(404, f"no cell with id {cell_id}")
     fields = _decision_fields(form)
-    session.close()  # decide() writes in its own transaction; this request's read session is done
     try:
         adjudication.decide(cell_id, **fields)
     except adjudication.AdjudicationError as exc:

@@ -3,15 +3,17 @@ exclusion balance, filtered cells) and the small JSON the page polls for live pr
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Annotated, Any, Literal, get_args
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import HTMLResponse, Response
 from sqlalchemy import case, func
 from sqlmodel import Session, col, select
 
 from afpbench.api import report
-from afpbench.api.http.deps import SessionDep
+from afpbench.api.http.report_cache import ReportCache, etag_matches
 from afpbench.api.viewer import html as v
 from afpbench.api.viewer.auth import PageError, Viewer
 from afpbench.api.viewer.cells_query import latest_results
@@ -20,8 +22,8 @@ from afpbench.api.viewer.forest import forest_plot
 from afpbench.api.viewer.routing import ViewerRoute
 from afpbench.scoring.rates import EXCLUDED
 from afpbench.workers import runs
-from afpbench.workers.results import aggregation
 from afpbench.workers.results.summary import PairedComparison, SweepSummary
+from afpbench.workers.store.db import session_scope
 from afpbench.workers.store.models import Cell, Phase, Sweep, saved_id
 
 router = APIRouter(route_class=ViewerRoute, dependencies=Viewer)
@@ -52,12 +54,14 @@ def _models(sweep: Sweep) -> list[str]:
 
 
 @router.get("/")
-def sweeps_list(request: Request, session: SessionDep):
+def sweeps_list(request: Request):
     done = func.sum(case((col(Cell.phase) == Phase.done, 1), else_=0))
-    counts = {sid: (total, finished or 0) for sid, total, finished in session.execute(
-        select(Cell.sweep_id, func.count(), done).group_by(Cell.sweep_id)).all()}
+    with session_scope() as session:
+        counts = {sid: (total, finished or 0) for sid, total, finished in session.execute(
+            select(Cell.sweep_id, func.count(), done).group_by(Cell.sweep_id)).all()}
+        sweeps = list(session.exec(select(Sweep).order_by(col(Sweep.created_at).desc(), Sweep.id).limit(200)))
     rows: list[list[v.Cell]] = []
-    for s in session.exec(select(Sweep).order_by(col(Sweep.created_at).desc(), Sweep.id).limit(200)):
+    for s in sweeps:
         total, finished = counts.get(s.id, (0, 0))
         name = v.join([v.link(v.url(f"/sweeps/{v.seg(s.id)}"), s.name), " ", v.simulated_badge() if s.simulated
                        else ""])
@@ -69,9 +73,8 @@ def sweeps_list(request: Request, session: SessionDep):
     return v.page("Sweeps", body, logout=logout_form(request))
 
 
-def _summary(sweep_id: str) -> SweepSummary:
-    summary = aggregation.stored_summary(sweep_id)
-    return summary if summary is not None else aggregation.snapshot(sweep_id, interim=True)
+def _reports(request: Request) -> ReportCache:
+    return request.app.state.report_cache
 
 
 def _rates(s: SweepSummary) -> v.Safe:
@@ -166,22 +169,26 @@ def _progress_block(sweep_id: str) -> v.Safe:
 
 @router.get("/sweeps/{sweep_id}")
 def sweep_page(
-    request: Request, sweep_id: str, session: SessionDep,
+    request: Request, sweep_id: str,
     model: Annotated[str | None, Query(max_length=64)] = None,
     condition: Annotated[str | None, Query(max_length=8)] = None,
     fixture: Annotated[str | None, Query(max_length=80)] = None,
     state: Annotated[str | None, Query(max_length=32)] = None,
 ):
-    sweep = sweep_or_404(session, sweep_id)
+    with session_scope() as session:
+        name = sweep_or_404(session, sweep_id).name
     # An empty value is "any" (the filter form sends every select); anything else must be known.
     flt = {"model": model or None, "condition": _one_of("condition", condition, CONDITIONS),
            "fixture": fixture or None, "state": _one_of("state", state, get_args(StateFilter))}
-    s = _summary(sweep_id)
+    s = _reports(request).summary(sweep_id)
     head = [f"sweep {s.sweep_id}", f"status {s.status}", "INTERIM (not complete)" if s.interim or not s.complete
             else "final", f"cells {s.cells}", f"seal {s.seal_hash}"]
     plots = "".join(f"<figure>{svg}<figcaption>{v.e(cap)}</figcaption></figure>" for cap, svg in report._plots(s))
+    progress = _progress_block(sweep_id)
+    with session_scope() as session:
+        cells = _cells(session, s, sweep_id, flt)
     body = [
-        v.para(" | ".join(head), "muted"), _progress_block(sweep_id),
+        v.para(" | ".join(head), "muted"), progress,
         *[v.para(n, "notice") for n in s.notices],
         v.para(v.link(v.url(f"/sweeps/{v.seg(sweep_id)}/report"), "the full report (every table)"), "muted"),
         v.section("Pass rate by model and condition", v.para("pass rate = MODEL_PASS / (MODEL_PASS + MODEL_FAIL); "
@@ -190,24 +197,33 @@ def sweep_page(
         v.section("Paired comparisons (differences with 95% intervals)", _comparisons(s), sid="forest-section"),
         v.section("Plots", v.Safe(plots)),
         v.section("Exclusion balance", _balance(s), sid="balance-section"),
-        v.section("Cells", _cells(session, s, sweep_id, flt), sid="cells-section"),
+        v.section("Cells", cells, sid="cells-section"),
     ]
-    return v.page(sweep.name, body, crumbs=[(v.url(f"/sweeps/{v.seg(sweep_id)}"), sweep_id)],
+    return v.page(name, body, crumbs=[(v.url(f"/sweeps/{v.seg(sweep_id)}"), sweep_id)],
                   logout=logout_form(request), simulated=s.simulated)
 
 
 @router.get("/sweeps/{sweep_id}/report")
-def sweep_report(sweep_id: str, session: SessionDep) -> HTMLResponse:
-    """The report's own self-contained HTML page (api/report.py), with the report's policy: inline style only."""
-    sweep_or_404(session, sweep_id)
-    headers = {**v.SECURITY_HEADERS, "Content-Security-Policy": REPORT_CSP}
-    return HTMLResponse(report.render_report(_summary(sweep_id), "html"), headers=headers)
+def sweep_report(request: Request, sweep_id: str) -> Response:
+    """The report's own self-contained HTML page (api/report.py), with the report's policy: inline style only;
+    a finished sweep's from the report cache, with its ETag."""
+    rendered = _reports(request).rendered(sweep_id, "html")
+    headers = {**v.SECURITY_HEADERS, "Content-Security-Policy": REPORT_CSP, "Cache-Control": "private, no-cache",
+               **({"ETag": rendered.etag} if rendered.etag else {})}
+    if etag_matches(request.headers.get("if-none-match"), rendered.etag):
+        return Response(status_code=304, headers=headers)
+    return HTMLResponse(rendered.body, headers=headers)
 
 
 @router.get("/sweeps/{sweep_id}/progress.json")
-def sweep_progress(sweep_id: str, session: SessionDep) -> JSONResponse:
-    sweep_or_404(session, sweep_id)
-    p = runs.progress(sweep_id)
-    return JSONResponse({"status": p.status, "total": p.total, "done": p.done, "finished": p.finished,
-                         "states": p.states}, headers={"Cache-Control": "no-store"})
-
+def sweep_progress(request: Request, sweep_id: str) -> Response:
+    """What the sweep page polls (api/viewer/static/viewer.js) every 2 s while the sweep runs and its tab is
+    shown. Revalidated by ETag: an unchanged progress costs its one counting query and a 304, no body."""
+    p = runs.progress(sweep_id)  # an unknown sweep: SweepNotFound, a 404 page
+    body = json.dumps({"status": p.status, "total": p.total, "done": p.done, "finished": p.finished,
+                       "states": p.states}, sort_keys=True)
+    etag = '"p-' + hashlib.sha256(body.encode()).hexdigest()[:24] + '"'
+    headers = {"Cache-Control": "no-cache", "ETag": etag}
+    if etag_matches(request.headers.get("if-none-match"), etag):
+        return Response(status_code=304, headers=headers)
+    return Response(body, media_type="application/json", headers=headers)

@@ -21,29 +21,15 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.conftest import need
+from tests.integration.conftest import CHROMIUM, CHROMIUM_ARGS
 from tests.integration.test_http_end_to_end import DEMO_LIKE, SIM, serving
 
 pytestmark = pytest.mark.integration
 
-CHROMIUM = Path("/usr/bin/chromium")
 SCREENS = Path("/tmp/afp/screens")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
 # A sweep written with `judges: []`: nothing can judge the answers, so its cells end GRADER_DISPUTE.
 NO_JUDGES = {"name": "no judges (simulated)", "models": [SIM], "judges": [], "conditions": ["A", "B"],
              "fixtures": {"only": ["P01"]}}
-
-
-@pytest.fixture(scope="module")
-def sync_playwright():
-    if not CHROMIUM.exists():
-        need("Chromium", f"{CHROMIUM} not found (apt-get install -y chromium)")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        need("Playwright", "the Python package playwright is not installed (pip install -e '.[dev]')")
-    return sync_playwright
 
 
 def _report(api: requests.Session, base: str, sweep_id: str) -> dict:
@@ -81,7 +67,7 @@ def test_the_viewer_in_chromium_from_sign_in_to_a_decision(tmp_path, sync_playwr
         demo = api.post(f"{base}/sweeps", json=DEMO_LIKE, timeout=120)
         assert demo.status_code == 201, demo.text
         demo_id = demo.json()["id"]
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
         errors: list[str] = []
         page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)

@@ -81,7 +81,7 @@ def test_a_token_in_the_query_string_is_refused_and_never_logged(served):
 
 def test_the_openapi_document_lists_401_413_and_422(served):
     """Rule (acceptance): the OpenAPI document names the door's answers: 413 on every operation, 401 on
-    every operation but /healthz, 422 on every operation that takes input."""
+    every operation but the probes (/healthz, /readyz), 422 on every operation that takes input."""
     doc = requests.get(f"{served.base}/openapi.json", headers=AUTH, timeout=10).json()
     # The description itself is public (issue #13: Swagger fetches it before Authorize has the token).
     assert requests.get(f"{served.base}/openapi.json", timeout=10).status_code == 200
@@ -90,7 +90,7 @@ def test_the_openapi_document_lists_401_413_and_422(served):
     for path, method, op in operations:
         codes = set(op["responses"])
         assert "413" in codes, (method, path, codes)
-        assert ("401" in codes) == (path != "/healthz"), (method, path, codes)
+        assert ("401" in codes) == (path not in ("/healthz", "/readyz")), (method, path, codes)
         if op.get("parameters") or op.get("requestBody"):
             assert "422" in codes, (method, path, codes)
     posted = doc["paths"]["/sweeps"]["post"]["requestBody"]["content"]["application/json"]["schema"]["$ref"]

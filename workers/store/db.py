@@ -29,6 +29,7 @@ _lock = threading.Lock()
 _pre_ping = True
 _pool_size = 10
 _writer_file: str | None = None  # see share_sqlite_writer
+_pool_timeout_s = 30.0  # SQLAlchemy's default wait for a pooled connection; the HTTP server shortens it
 
 
 class JsonText:
@@ -78,6 +79,18 @@ def size_pool(threads: int) -> None:
         return
     _pool_size = max(10, threads)
     dispose_engines()
+
+
+def set_pool_timeout(seconds: float) -> None:
+    """How long a checkout may wait for a pooled PostgreSQL connection, in this process's engines from now
+    on (engines built before are dropped). The HTTP server sets AFP_HTTP_POOL_TIMEOUT_S, and answers 503
+    when the wait runs out (api/http/app.py): a request queued behind a full pool for SQLAlchemy's 30 s
+    holds its thread, and threads were what the held connections waited for (docs/RELIABILITY.md, "The API
+    under a burst"). Workers keep the default: their tasks do not retry a pool timeout."""
+    global _pool_timeout_s
+    if seconds != _pool_timeout_s:
+        _pool_timeout_s = seconds
+        dispose_engines()
 
 
 def share_sqlite_writer(path: str | None) -> None:
@@ -150,7 +163,7 @@ def get_engine(url: str | None = None) -> Engine:
             serialise_sqlite_writers(engine, _writer_file)
         else:
             engine = create_engine(url, pool_pre_ping=_pre_ping, pool_size=_pool_size, max_overflow=60,
-                                   json_serializer=_to_json)
+                                   pool_timeout=_pool_timeout_s, json_serializer=_to_json)
         # The schema comes from the migrations (store/migrations/), never from create_all: SQLite and a
         # fresh PostgreSQL are brought to head here; a database behind the code raises SchemaBehind.
         # Alembic is imported only then: a database already at head is told by one query.

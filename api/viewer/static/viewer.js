@@ -1,4 +1,5 @@
-// afpbench viewer: live progress polling and auto-submitting filters. No third-party code.
+// afpbench viewer: live progress polling (only while the sweep runs and its tab is shown; it stops once the
+// sweep is finished) and auto-submitting filters. No third-party code.
 (function () {
   "use strict";
 
@@ -7,7 +8,10 @@
     var bar = box.querySelector("progress");
     var text = document.getElementById("progress-text");
     var timer = setInterval(function () {
-      fetch(url, {credentials: "same-origin", cache: "no-store"})
+      // A tab nobody looks at does not poll. "no-cache" revalidates with the last ETag: an unchanged
+      // progress is a 304 with no body (the browser hands the cached JSON back as a 200).
+      if (document.hidden) { return; }
+      fetch(url, {credentials: "same-origin", cache: "no-cache"})
         .then(function (r) { return r.ok ? r.json() : Promise.reject(r.status); })
         .then(function (p) {
           bar.max = p.total;

@@ -231,10 +231,14 @@ def test_metrics_are_prometheus_text(client, sim):
         assert line.startswith("# HELP ") or line.startswith("# TYPE ") or SAMPLE_LINE.match(line), line
 
 
-def test_healthz_reports_an_unreachable_database(settings_env, tmp_path):
+def test_readyz_reports_an_unreachable_database(settings_env, tmp_path):
+    """Readiness checks the database; liveness (/healthz) does not, and says ok."""
     settings_env(AFP_DATABASE_URL=f"sqlite:///{tmp_path}/missing/dir/x.db", AFP_API_TOKEN=TOKEN)
-    response = TestClient(create_app(runtime=False)).get("/healthz")
+    client = TestClient(create_app(runtime=False))
+    response = client.get("/readyz")
     assert response.status_code == 503 and response.json()["database"] == "unreachable"
+    assert response.headers["retry-after"].isdigit()
+    assert client.get("/healthz").json() == {"status": "ok", "mode": "embedded"}
     assert "missing" not in response.text, "no URL in the answer"
 
 
