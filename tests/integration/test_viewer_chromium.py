@@ -95,6 +95,11 @@ def test_the_viewer_in_chromium_from_sign_in_to_a_decision(tmp_path, sync_playwr
         page.wait_for_load_state("load")
         _wait_finished(api, base, demo_id)
         page.reload()
+        # A finished sweep's page polls no more (issue 38): three poll intervals without a progress request.
+        polls: list[str] = []
+        page.on("request", lambda r: polls.append(r.url) if "progress.json" in r.url else None)
+        page.wait_for_timeout(6000)
+        assert polls == [] and page.locator("[data-progress]").count() == 0
         summary = _report(api, base, demo_id)
         text = page.inner_text("main")
         for row in summary["by_model_condition"]:  # pass/n and pass rate of every condition, as the report has

@@ -1,0 +1,32 @@
+"""The progress the viewer polls (api/viewer/pages_sweeps.py, static/viewer.js): revalidated by ETag, so an
+unchanged progress is a 304 without a body; a change gives a new ETag."""
+
+from __future__ import annotations
+
+from fastapi.testclient import TestClient
+from sqlmodel import update
+
+from afpbench.api.http.app import create_app
+from afpbench.workers.store.db import session_scope
+from afpbench.workers.store.models import Cell, Phase
+from afpbench.workers.sweeps.spec import parse_spec
+from tests.unit.sweep_builder import CellMaker, make_sweep
+
+
+def test_progress_is_revalidated_by_etag(settings_env, sqlite_url):
+    settings_env(AFP_DATABASE_URL=sqlite_url, AFP_API_TOKEN="")
+    spec = parse_spec({"name": "polled (simulated)", "models": [{"provider": "sim", "model": "sim-1"}], "judges": []})
+    with session_scope() as s:
+        cells = CellMaker(s, make_sweep(s, "pg1", spec=spec, status="running"))
+        cells.add("A", "P01", "MODEL_PASS")
+        open_cell = cells.add("B", "P01", None)
+    client = TestClient(create_app(runtime=False))
+    first = client.get("/view/sweeps/pg1/progress.json")
+    etag = first.headers["etag"]
+    assert first.json()["done"] == 1 and first.headers["cache-control"] == "no-cache"
+    unchanged = client.get("/view/sweeps/pg1/progress.json", headers={"If-None-Match": etag})
+    assert unchanged.status_code == 304 and unchanged.content == b""
+    with session_scope() as s:
+        s.execute(update(Cell).where(Cell.id == open_cell).values(phase=Phase.done, state="MODEL_FAIL"))
+    moved = client.get("/view/sweeps/pg1/progress.json", headers={"If-None-Match": etag})
+    assert moved.status_code == 200 and moved.json()["finished"] is True and moved.headers["etag"] != etag
