@@ -1,4 +1,4 @@
-"""A real `afpbench serve` process for tests: on a free loopback port, ready once /healthz answers, stopped
+"""A real `afpbench serve` process for tests: on a free loopback port, ready once /readyz answers, stopped
 with SIGTERM (the lifespan shuts down cleanly) and killed if it does not stop. One place for the start-up
 and tear-down that the HTTP, door, docs and fuzzing tests all need."""
 
@@ -71,8 +71,9 @@ def afpbench_http_process(args: list[str], port: int, health_path: str, env: dic
 
 def serve_process(env: dict[str, str], log_path: Path, *, cwd: Path = REPO, ready_within_s: float = 90,
                   healthy_only: bool = True):
-    """`afpbench serve` on a free loopback port, ready when /healthz answers 200 (or at all with
-    `healthy_only=False`: a server whose broker or database is down on purpose says so with 503)."""
+    """`afpbench serve` on a free loopback port, ready when /readyz answers 200 (its database answers; the
+    schema is then in place) or answers at all with `healthy_only=False` (a server whose broker or
+    database is down on purpose says so with 503)."""
     port = free_port()
-    return afpbench_http_process(["serve", "--port", str(port)], port, "/healthz", env, log_path, cwd=cwd,
+    return afpbench_http_process(["serve", "--port", str(port)], port, "/readyz", env, log_path, cwd=cwd,
                                  ready_within_s=ready_within_s, healthy_only=healthy_only)

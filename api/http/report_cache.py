@@ -78,6 +78,7 @@ class ReportCache:
         self.entries = entries
         self._items: OrderedDict[tuple[ReportVersion, str], object] = OrderedDict()
         self._lock = threading.Lock()
+        self._restoring = threading.Lock()
 
     def _get(self, key: tuple[ReportVersion, str]) -> object | None:
         with self._lock:
@@ -99,10 +100,15 @@ class ReportCache:
         """The report's version; a stale stored summary (results newer than it) is stored again first."""
         with session_scope() as session:
             version = report_version(session, sweep_id)
-        if version.stored_at is not None and not version.cacheable:
-            aggregate_now(sweep_id, "http-report")
+        if version.stored_at is None or version.cacheable:
+            return version
+        with self._restoring:  # one re-store at a time: the requests queued behind it find it done
             with session_scope() as session:
                 version = report_version(session, sweep_id)
+            if not version.cacheable:
+                aggregate_now(sweep_id, "http-report")
+                with session_scope() as session:
+                    version = report_version(session, sweep_id)
         return version
 
     def summary(self, sweep_id: str, version: ReportVersion | None = None) -> SweepSummary:

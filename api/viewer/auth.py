@@ -66,8 +66,9 @@ def safe_next(path: str | None) -> str:
     return PREFIX + "/"
 
 
-def require_viewer(request: Request) -> None:
-    """The viewer's auth dependency: a valid session cookie when a token is configured."""
+async def require_viewer(request: Request) -> None:
+    """The viewer's auth dependency: a valid session cookie when a token is configured (async: a
+    comparison needs no thread from the pool)."""
     token = expected_token(request)
     if token is None or _signed_in(request, token):
         return
