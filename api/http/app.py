@@ -179,8 +179,8 @@ def create_app(settings: Settings | None = None, *, runtime: bool = True, listen
     for module in (routes_sweeps, routes_cells, routes_adjudications):
         app.include_router(module.router, responses=door_responses())
     app.include_router(viewer.router)  # the results viewer under /view: its own cookie sign-in
+    app.state.methods = method_table(app)  # every route is in: what a 405 names in Allow
     # Host, Origin, token, body limit and the in-flight bound before anything reads the body (api/http/door.py).
-    app.state.methods = method_table(app)
     app.add_middleware(Door, token=app.state.api_token, max_body_bytes=settings.max_body_bytes, hosts=hosts,
                        max_in_flight=settings.http_max_in_flight)
     return app

@@ -198,7 +198,7 @@ def door_responses(*, public: bool = False, text_route: bool = False) -> dict[in
         400: {**error, "description": "a Host this server does not answer to (AFP_ALLOWED_HOSTS), or a body that "
                                       "cannot be read (not UTF-8)"},
         413: {**error, "description": "request body over AFP_MAX_BODY_BYTES (answered before the rest is read)"},
-        503: {**BUSY_RESPONSE, **error}}
+        503: {**error, **BUSY_RESPONSE}}
     if not public:
         out[401] = {**error, "description": "missing or wrong bearer token, or a credential in the query string "
                                             "(answered before the body is read)"}
@@ -209,8 +209,8 @@ ERROR_SCHEMA = "#/components/schemas/ErrorMessage"  # registered by the routes t
 # What a route answers when the server is at AFP_HTTP_MAX_IN_FLIGHT, or no database connection came free
 # within AFP_HTTP_POOL_TIMEOUT_S (api/http/app.py).
 BUSY_RESPONSE: dict[str, Any] = {
-    "model": ErrorMessage, "description": "busy: too many requests in flight, or no database connection free; "
-                                          "retry after Retry-After seconds",
+    "description": "busy: too many requests in flight, or no database connection free; retry after Retry-After "
+                   "seconds",
     "headers": {"Retry-After": {"description": "seconds to wait before retrying", "schema": {"type": "integer"}}}}
 # A state-changing route's answer to a request from another site.
 WRONG_ORIGIN_RESPONSE: dict[str, Any] = {"model": ErrorMessage, "description": "Origin or Referer of another site"}

@@ -8,7 +8,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from sqlalchemy import text
 
 from afpbench.api.http.deps import Authorized
-from afpbench.api.http.door import BUSY_RESPONSE, RETRY_AFTER_S, door_responses
+from afpbench.api.http.door import BUSY_RESPONSE, ERROR_SCHEMA, RETRY_AFTER_S, door_responses
 from afpbench.api.http.metrics import CONTENT_TYPE, render_metrics
 from afpbench.api.http.schemas import Health, Liveness
 from afpbench.workers.store.db import session_scope
@@ -28,7 +28,10 @@ async def healthz(request: Request) -> Liveness:
 
 
 @router.get("/readyz", response_model=Health,
-            responses={413: door_responses(public=True)[413], 503: {**BUSY_RESPONSE, "model": Health}})
+            responses={413: door_responses(public=True)[413], 503: {**BUSY_RESPONSE, "content": {"application/json": {
+                "schema": {"anyOf": [{"$ref": "#/components/schemas/Health"}, {"$ref": ERROR_SCHEMA}]}}},
+                "description": "not ready: the database does not answer (Health), or the server is at its limit of "
+                               "requests in flight (ErrorMessage)"}})
 def readyz(request: Request):
     """Readiness: a connection from the pool answers `SELECT 1`. 503 while the database is unreachable,
     every connection is taken, or the server is at its limit of requests in flight. Says which mode runs;
