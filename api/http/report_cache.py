@@ -24,13 +24,13 @@ from sqlalchemy import func
 from sqlmodel import Session, col, select
 
 from afpbench.api.report import render_report
+from afpbench.workers import runs
 from afpbench.workers.cells.finish import aggregate_now
 from afpbench.workers.errors import SweepNotFound
 from afpbench.workers.results import aggregation
 from afpbench.workers.results.summary import SweepSummary
 from afpbench.workers.store.db import session_scope
 from afpbench.workers.store.models import Aggregate, Result, Sweep
-from afpbench.workers import runs
 
 
 @dataclass(frozen=True)

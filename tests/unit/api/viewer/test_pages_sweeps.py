@@ -9,7 +9,7 @@ from sqlmodel import update
 from afpbench.api.http.app import create_app
 from afpbench.workers.store.db import session_scope
 from afpbench.workers.store.models import Cell, Phase
-from afpbench.workers.sweeps.spec import parse_spec
+from afpbench.workers.sweeps.spec_loading import parse_spec
 from tests.unit.sweep_builder import CellMaker, make_sweep
 
 

@@ -18,7 +18,7 @@ from afpbench.workers.grading.scorer import next_scoring_run, write_result
 from afpbench.workers.store.db import session_scope
 from afpbench.workers.store.models import Aggregate
 from afpbench.workers.sweeps.inputs import load_inputs
-from afpbench.workers.sweeps.spec import demo_spec, parse_spec
+from afpbench.workers.sweeps.spec_loading import demo_spec, parse_spec
 from tests.unit.sweep_builder import SCORES_PASS, CellMaker, make_sweep
 
 SPEC = {"name": "cached report (simulated)", "models": [{"provider": "sim", "model": "sim-1"}], "judges": []}
