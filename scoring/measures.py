@@ -20,13 +20,11 @@ from afpbench.scoring.rates import FAIL, Contract
 MEANS = (*DIMENSIONS, "total")  # the score columns averaged over scored cells
 COST_RULE = (
     "USD = tokens x declared price per million. Cached input tokens are priced at the cached rate and "
-    "removed from the input count where the provider counts them inside it (OpenAI-compatible, Gemini); "
-    "reasoning tokens likewise from output (OpenAI-compatible). A cached or reasoning price of 0 means "
-    "'not declared': those tokens are priced at the input or output rate. Every attempt counts, "
-    "retries included; judge calls are not included."
+    "removed from the input count where the provider's usage report counts them inside it; reasoning "
+    "tokens likewise from output. A cached or reasoning price of 0 means 'not declared': those tokens "
+    "are priced at the input or output rate. Every attempt counts, retries included; judge calls are "
+    "not included."
 )
-CACHED_INSIDE_INPUT = frozenset({"openai", "sim", "gemini"})  # provider families
-REASONING_INSIDE_OUTPUT = frozenset({"openai", "sim"})
 
 
 # ---------------------------------------------------------------- scores, fatal criteria, output tokens
@@ -178,10 +176,20 @@ class PerMillion(Protocol):
     def reasoning_per_mtok(self) -> float: ...
 
 
-def token_cost(family: str, prices: PerMillion, tokens: TokenCounts) -> float:
-    """USD for summed token counts under COST_RULE; `family` is the provider family (openai, sim, ...)."""
-    fresh_input = tokens.input - tokens.cached if family in CACHED_INSIDE_INPUT else tokens.input
-    visible_output = tokens.output - tokens.reasoning if family in REASONING_INSIDE_OUTPUT else tokens.output
+class TokenCounting(Protocol):
+    """How a provider's usage report nests its counts: each provider family's adapter says
+    (`usage_counting`, workers/providers/; passed in as data: scoring does not read the provider table)."""
+
+    @property
+    def cached_inside_input(self) -> bool: ...
+    @property
+    def reasoning_inside_output(self) -> bool: ...
+
+
+def token_cost(counting: TokenCounting, prices: PerMillion, tokens: TokenCounts) -> float:
+    """USD for summed token counts under COST_RULE, the counts nested as `counting` says."""
+    fresh_input = tokens.input - tokens.cached if counting.cached_inside_input else tokens.input
+    visible_output = tokens.output - tokens.reasoning if counting.reasoning_inside_output else tokens.output
     cached_price = prices.cached_per_mtok or prices.input_per_mtok
     reasoning_price = prices.reasoning_per_mtok or prices.output_per_mtok
     usd = (max(fresh_input, 0) * prices.input_per_mtok + tokens.cached * cached_price

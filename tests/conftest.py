@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from afpbench.workers.providers.families import DEFAULT_KEY_VARIABLES
+from afpbench.workers.providers.key_policy import DEFAULT_KEY_VARIABLES
 
 REPO = Path(__file__).resolve().parents[1]
 PG_ADMIN_URL = os.environ.get("AFP_TEST_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres")

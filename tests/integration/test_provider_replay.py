@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from afpbench.workers.providers.registry import adapter_for
+from afpbench.workers.providers.families import adapter_for
 from afpbench.workers.providers.transport import close_thread_sessions, session_for
 from afpbench.workers.providers.types import ChatRequest, Endpoint, OutcomeClass
 from tests.unit.workers.providers.test_classify import expected_class

@@ -20,7 +20,7 @@ from afpbench.scoring.render import render
 from afpbench.scoring.validity import ValidityReport
 from afpbench.scoring.verdict import DisputeRule, PassRule
 from afpbench.scoring.written_tool_call import written_tool_calls
-from afpbench.workers.providers.registry import adapter_for
+from afpbench.workers.providers.families import adapter_for
 from afpbench.workers.providers.types import ChatRequest, OutcomeClass
 from afpbench.workers.sweeps.endpoints import endpoint_for
 from afpbench.workers.sweeps.spec import ModelSpec

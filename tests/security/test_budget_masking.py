@@ -140,7 +140,7 @@ def utf16_server():
 def test_the_transport_hands_up_the_exact_bytes_and_the_adapter_masks_them(utf16_server, monkeypatch):
     """Rule: exact bytes come up from the transport; the record holds them masked and a readable,
     masked error line (a UTF-16 error body passed both masking layers before)."""
-    from afpbench.workers.providers.registry import adapter_for
+    from afpbench.workers.providers.families import adapter_for
     from afpbench.workers.providers.transport import post_json
     from afpbench.workers.providers.types import ChatRequest, Endpoint
 

@@ -14,7 +14,7 @@ import requests
 import yaml
 
 from afpbench.workers.errors import KeyNotAllowed, MissingKey, SettingError
-from afpbench.workers.providers.registry import adapter_for
+from afpbench.workers.providers.families import adapter_for
 from afpbench.workers.providers.types import ChatRequest, Endpoint, OutcomeClass, key_for
 from tests.security.door_harness import (
     AUTH,

@@ -222,7 +222,7 @@ class _EchoingModelsHandler(fs.Handler):
 
 def test_a_key_with_a_line_break_is_a_config_error_that_does_not_quote_the_key(monkeypatch):
     """requests quotes a bad header value in its error; the adapter must not store that message."""
-    from afpbench.workers.providers.registry import adapter_for
+    from afpbench.workers.providers.families import adapter_for
     from afpbench.workers.providers.types import ChatRequest, Endpoint
 
     monkeypatch.setenv("AFP_CANARY_NEWLINE", KEY_PLAIN + "\n")

@@ -1,7 +1,8 @@
 """Deployment files agree with the code: compose.yaml, k8s/, Procfile, Dockerfile and env.example.
 
 Reliability rules checked here: every process runs a real `afpbench` command with real options (parsed by
-the CLI itself); every queue named exists and every queue is consumed; one beat (reconciler) only; the
+the CLI itself); the execution workers of each mode are the provider table's families, rendered from it
+(tests/infra_workers.py); every queue named exists and every queue is consumed; one beat (reconciler) only; the
 broker never evicts and persists; the schema is migrated before anything uses it; only settings the code
 reads are set; secrets are never committed (placeholders only).
 """
@@ -19,9 +20,10 @@ import yaml
 
 from afpbench.api import cli
 from afpbench.workers.celery_app import QUEUES
-from afpbench.workers.providers.families import PROVIDERS
+from afpbench.workers.providers.families import FAMILIES, PROVIDERS
 from afpbench.workers.settings import Settings
 from afpbench.workers.store.models import Phase
+from tests import infra_workers
 
 REPO = Path(__file__).resolve().parents[2]
 INFRA = REPO / "infra"
@@ -115,6 +117,14 @@ def env_name_ok(name: str) -> bool:
 @pytest.mark.parametrize("where,args", all_commands(), ids=[w for w, _ in all_commands()])
 def test_every_process_runs_an_existing_afpbench_command_with_existing_options(where, args):
     parse_cli(args)  # raises on an unknown command, an unknown option or a value of the wrong type
+
+
+@pytest.mark.parametrize("path", list(infra_workers.TEMPLATES), ids=lambda p: p.name)
+def test_each_familys_exec_worker_is_declared_as_the_provider_table_renders_it(path):
+    """A family added to workers/providers/families.py gets its worker in every deployment mode."""
+    assert path.read_text() == infra_workers.rendered(path), (
+        f"{path.relative_to(REPO)} is out of step with the provider table: run `python -m tests.infra_workers`"
+    )
 
 
 @pytest.mark.parametrize("mode", ["compose", "k8s", "Procfile"])
@@ -242,16 +252,15 @@ def test_keda_scales_existing_exec_deployments_on_their_queue_and_on_unfinished_
                 assert ref["key"] in SECRETS[ref["name"]]["stringData"]
             if trigger["type"] == "redis":
                 assert trigger["metadata"]["listName"] in worker_queues
-    families = {name: p.family for name, p in PROVIDERS.items()}
-    for family in set(families.values()):
-        scaled = targets[f"exec-{family}"]
+    for family in FAMILIES.values():
+        scaled = targets[f"exec-{family.name}"]
         by_type = {t["type"]: t["metadata"] for t in scaled["spec"]["triggers"]}
-        assert by_type["redis"]["listName"] == f"exec.{family}"
+        assert by_type["redis"]["listName"] == family.queue
         query = by_type["postgresql"]["query"]
         phases = set(re.search(r"phase IN \(([^)]*)\)", query)[1].replace("'", "").replace(" ", "").split(","))
         assert phases == {Phase.pending.value, Phase.queued.value}
         providers = set(re.search(r"provider IN \(([^)]*)\)", query)[1].replace("'", "").replace(" ", "").split(","))
-        assert providers == {p for p, f in families.items() if f == family}
+        assert providers == {name for name, p in PROVIDERS.items() if p.family == family.name}
 
 
 def test_every_referenced_configmap_and_secret_exists_and_keda_secrets_stay_out_of_pods():

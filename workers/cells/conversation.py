@@ -27,7 +27,7 @@ from afpbench.scoring.render import render
 from afpbench.workers.cells.claim import CellRow
 from afpbench.workers.limits.base import Grant, Limiter, Limits
 from afpbench.workers.limits.shared import get_limiter
-from afpbench.workers.providers.registry import adapter_for
+from afpbench.workers.providers.families import adapter_for
 from afpbench.workers.providers.types import AdapterResult, ChatRequest, OutcomeClass, failure_result
 from afpbench.workers.settings import get_settings
 from afpbench.workers.store.lease import Hold

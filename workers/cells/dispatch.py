@@ -18,7 +18,7 @@ from sqlalchemy import func, update
 from sqlmodel import Session, col, select
 
 from afpbench.workers.celery_app import EXECUTE, SCORE, publish
-from afpbench.workers.providers.families import exec_queue, provider
+from afpbench.workers.providers.families import family_of
 from afpbench.workers.settings import get_settings
 from afpbench.workers.store.db import session_scope
 from afpbench.workers.store.models import Cell, Phase, Sweep, SweepStatus, utcnow
@@ -65,7 +65,7 @@ def _labels(cell_ids: list[int]) -> dict[int, str]:
 
 
 def _send(cells: list[tuple[int, str, str, dict[str, int]]]) -> None:
-    queues = {name: exec_queue(provider(name).family) for name in {cell[1] for cell in cells}}  # per provider once
+    queues = {name: family_of(name).queue for name in {cell[1] for cell in cells}}  # per provider once
     publish([(EXECUTE, [cell_id], queues[name], label, limits) for cell_id, name, label, limits in cells])
 
 
@@ -154,7 +154,7 @@ def resend(cells: list[tuple[int, str, str]], sweep_id: str | None = None) -> in
     publish([
         (SCORE, [cell_id], "score", labels.get(cell_id, f"({cell_id},)"), score_limits)
         if phase in (Phase.awaiting_score, Phase.scoring)
-        else (EXECUTE, [cell_id], exec_queue(provider(name).family), labels.get(cell_id, f"({cell_id},)"),
+        else (EXECUTE, [cell_id], family_of(name).queue, labels.get(cell_id, f"({cell_id},)"),
               execute_limits)
         for cell_id, name, phase in cells
     ])

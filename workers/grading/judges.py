@@ -29,7 +29,7 @@ from afpbench.scoring.judge_reply import JudgeReply, read_reply, retry_messages
 from afpbench.workers.errors import JudgeUnavailable
 from afpbench.workers.limits.base import Limits
 from afpbench.workers.limits.shared import get_limiter
-from afpbench.workers.providers.registry import adapter_for
+from afpbench.workers.providers.families import adapter_for
 from afpbench.workers.providers.types import AdapterResult, ChatRequest, OutcomeClass, ResponseSchema, Usage
 from afpbench.workers.store.lossless import storable_text
 from afpbench.workers.store.models import CALL_FAILED, Cell, saved_id

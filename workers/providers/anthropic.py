@@ -2,7 +2,8 @@
 
 System text goes to the top-level `system`; tool calls and results travel as tool_use /
 tool_result content blocks; consecutive same-role turns are merged (tool results for one assistant
-turn must share a single user message).
+turn must share a single user message). The preflight asks GET {base}/v1/models/{model}. Usage:
+input_tokens exclude the cache reads; thinking is not reported apart from output_tokens.
 """
 
 from __future__ import annotations
@@ -29,9 +30,13 @@ from afpbench.workers.providers.types import (
     Endpoint,
     OutcomeClass,
     PreparedCall,
+    ProbeAnswer,
+    ProbeFinding,
+    ProbeKind,
+    ProbeRequest,
     ToolCall,
     Usage,
-    base_url_of,
+    UsageCounting,
     key_for,
 )
 
@@ -49,12 +54,6 @@ _TYPE_CLASS = {
     "not_found_error": OutcomeClass.not_found,
     "api_error": OutcomeClass.infra_error,
 }
-
-
-def api_root(base_url: str) -> str:
-    """The versioned root (/v1) under which /messages and /models live; base_url may or may not name it."""
-    base = base_url.rstrip("/")
-    return base if base.endswith("/v1") else base + "/v1"
 
 
 def _tool_input(call: dict) -> dict:
@@ -118,18 +117,36 @@ def _usage(body: dict) -> Usage:
 
 
 class AnthropicAdapter(Adapter):
-    name = "anthropic"
+    # No reasoning count is reported (reasoning_tokens None), so there is nothing to take out of output.
+    usage_counting = UsageCounting(cached_inside_input=False, reasoning_inside_output=False)
+
+    def api_root(self, endpoint: Endpoint) -> str:
+        """The versioned root (/v1) under which /messages and /models live; base_url may or may not name it."""
+        base = self.base_url(endpoint)
+        return base if base.endswith("/v1") else base + "/v1"
+
+    def auth_headers(self, key: str) -> dict[str, str]:
+        return {"x-api-key": key}
+
+    def probe(self, endpoint: Endpoint) -> ProbeRequest:
+        key = key_for(endpoint)
+        headers = {**self.auth_headers(key), "anthropic-version": API_VERSION} if key else {}
+        return ProbeRequest(f"{self.api_root(endpoint)}/models/{endpoint.model}", headers)
+
+    def read_probe(self, endpoint: Endpoint, answer: ProbeAnswer) -> ProbeFinding | None:
+        # The probe names the model: a 404 is about the model, and a 2xx confirms it.
+        return ProbeFinding(ProbeKind.unknown_model) if answer.status == 404 else None
 
     def build(self, endpoint: Endpoint, request: ChatRequest) -> PreparedCall:
         key = key_for(endpoint)
-        url = api_root(base_url_of(endpoint)) + "/messages"
+        url = self.api_root(endpoint) + "/messages"
         headers = {
             "Content-Type": "application/json",
             "anthropic-version": API_VERSION,
             **request.extra_headers,
         }
         if key is not None:
-            headers["x-api-key"] = key
+            headers.update(self.auth_headers(key))
         body: dict[str, Any] = {k: v for k, v in sent_params(endpoint.params).items() if k not in _RESERVED}
         body.setdefault("max_tokens", DEFAULT_MAX_TOKENS)
         body["model"] = endpoint.model
@@ -142,7 +159,7 @@ class AnthropicAdapter(Adapter):
             for t in request.tools
         ]
         wanted = request.response_schema
-        mode = structured_mode(endpoint) if wanted else "off"
+        mode = structured_mode(endpoint, self.provider.structured_output) if wanted else "off"
         # Extended thinking refuses a forced tool_choice: with thinking on, the prompt contract stays.
         if wanted and mode != "off" and not _thinking_on(endpoint.params):
             description = wanted.description or "Record the answer in the required shape."

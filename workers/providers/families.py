@@ -1,8 +1,13 @@
-"""The one table of providers: every fact about a provider name lives here.
+"""The one table of providers: the families and the provider names, and every fact about them.
 
-Spec validation, the adapter registry, endpoint defaults, the Celery execution queues, limiter pools
-and the cost rules all read this table. A provider's *family* is the wire protocol it speaks and the
-execution queue its cells go to (`exec.<family>`).
+A *family* is a wire protocol (its adapter class: how to call, classify, probe and count tokens) and the
+execution queue its cells go to (`exec.<family>`), with the size of the workers the infra files declare
+for that queue (generated from this table: tests/infra_workers.py). A *provider* is a name a spec may
+use: its family, default base URL and the facts its adapter is bound to (types.Provider).
+
+Adding a family: a row in FAMILIES, its adapter module (base.Adapter) and its tests; then regenerate
+the infra files (`python -m tests.infra_workers`). Spec validation, the adapters, the Celery execution
+queues, the cost rule and the infra files all read this table.
 """
 
 from __future__ import annotations
@@ -10,24 +15,35 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from afpbench.workers.errors import UnknownProvider
+from afpbench.workers.providers.anthropic import AnthropicAdapter
+from afpbench.workers.providers.base import Adapter
+from afpbench.workers.providers.gemini import GeminiAdapter
+from afpbench.workers.providers.openai_compat import OpenAICompatAdapter
+from afpbench.workers.providers.simulated import SimulatedAdapter
+from afpbench.workers.providers.types import Provider
 
 
 @dataclass(frozen=True)
-class Provider:
+class Family:
     name: str
-    family: str  # openai | anthropic | gemini | sim: wire protocol, adapter and execution queue
-    default_base_url: str | None  # None: the spec must give base_url (sim: AFP_SIM_URL)
-    auth_header: str = "Authorization"  # openai family only; Azure's v1 API takes "api-key"
-    simulated: bool = False
-    # Whether GET /models names what a request's `model` may be (Azure's names base models, not deployments).
-    lists_models: bool = True
-    # How a judge asks for structured output by default (workers/providers/structured.py): "json_schema"
-    # (the full schema, length caps included), "strict_subset" (OpenAI strict mode refuses length
-    # keywords), "off" (prompt-only: support depends on the model behind the endpoint).
-    structured_output: str = "json_schema"
+    adapter: type[Adapter]
+    worker_threads: int = 16  # the exec worker's thread pool in the infra files (docs/OPERATIONS.md, sizing)
+    max_workers: int = 8  # KEDA's cap on that worker's replicas: what the provider's rate limit can use
+
+    @property
+    def queue(self) -> str:
+        return f"exec.{self.name}"
 
 
-FAMILIES = ("openai", "anthropic", "gemini", "sim")
+FAMILIES: dict[str, Family] = {
+    f.name: f
+    for f in (
+        Family("openai", OpenAICompatAdapter),
+        Family("anthropic", AnthropicAdapter),
+        Family("gemini", GeminiAdapter),
+        Family("sim", SimulatedAdapter, worker_threads=8, max_workers=4),
+    )
+}
 
 PROVIDERS: dict[str, Provider] = {
     p.name: p
@@ -49,31 +65,41 @@ PROVIDERS: dict[str, Provider] = {
 }
 
 
-def provider(name: str) -> Provider:
-    """The provider for a name (case-insensitive; "openai-compatible:groq" style names select the part
-    before the colon)."""
+def _bind(p: Provider) -> Adapter:
+    if p.family not in FAMILIES:
+        raise ValueError(f"provider {p.name!r}: family {p.family!r} is not in FAMILIES ({', '.join(FAMILIES)})")
+    return FAMILIES[p.family].adapter(p)
+
+
+# Adapters are stateless apart from their row: one per provider name, shared by every thread.
+_ADAPTERS: dict[str, Adapter] = {name: _bind(p) for name, p in PROVIDERS.items()}
+EXEC_QUEUES = tuple(f.queue for f in FAMILIES.values())
+
+
+def _key(name: str) -> str:
+    """The table's name for a spelling (case-insensitive; "openai-compatible:groq" style names select
+    the part before the colon)."""
     key = name.strip().lower()
-    found = PROVIDERS.get(key) or PROVIDERS.get(key.split(":", 1)[0])
-    if found is None:
+    found = key if key in PROVIDERS else key.split(":", 1)[0]
+    if found not in PROVIDERS:
         raise UnknownProvider(f"unknown provider {name!r}; known: {', '.join(known_providers())}")
     return found
 
 
+def provider(name: str) -> Provider:
+    """The provider row for a name; UnknownProvider names the known ones."""
+    return PROVIDERS[_key(name)]
+
+
+def family_of(name: str) -> Family:
+    """The family of a provider name."""
+    return FAMILIES[provider(name).family]
+
+
+def adapter_for(name: str) -> Adapter:
+    """The adapter bound to a provider name's row."""
+    return _ADAPTERS[_key(name)]
+
+
 def known_providers() -> list[str]:
     return sorted(PROVIDERS)
-
-
-def exec_queue(family: str) -> str:
-    """The execution queue of a provider family."""
-    return f"exec.{family}"
-
-
-EXEC_QUEUES = tuple(exec_queue(f) for f in FAMILIES)
-
-
-# The key variables a spec may name when AFP_KEY_VARS is unset: the providers' well-known names, plus
-# the AFP_KEY_ prefix for anything else an operator provisions (workers/providers/key_policy.py).
-DEFAULT_KEY_VARIABLES = (
-    "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "OPENROUTER_API_KEY",
-    "GROQ_API_KEY", "AZURE_OPENAI_API_KEY", "AFP_KEY_*",
-)

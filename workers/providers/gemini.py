@@ -2,7 +2,9 @@
 
 The key travels in the x-goog-api-key header, never in the URL, so it cannot leak into the stored
 request. Tool calls are detected from functionCall parts: Gemini reports finishReason STOP for them.
-The conversation and params as Gemini takes them: gemini_request.py.
+The conversation and params as Gemini takes them: gemini_request.py. The preflight asks
+GET {base}/v1beta/models/{model}; a bad key is a 400 INVALID_ARGUMENT (reason API_KEY_INVALID), not a 401.
+Usage: promptTokenCount includes the cached tokens; thoughtsTokenCount is beside candidatesTokenCount.
 """
 
 from __future__ import annotations
@@ -32,9 +34,13 @@ from afpbench.workers.providers.types import (
     Endpoint,
     OutcomeClass,
     PreparedCall,
+    ProbeAnswer,
+    ProbeFinding,
+    ProbeKind,
+    ProbeRequest,
     ToolCall,
     Usage,
-    base_url_of,
+    UsageCounting,
     key_for,
 )
 
@@ -54,12 +60,6 @@ _ANSWER_FINISH = frozenset({"STOP", "MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_
 
 
 _VERSIONED = re.compile(r"/v1(alpha|beta)?$")
-
-
-def api_root(base_url: str) -> str:
-    """The versioned root (default /v1beta) under which /models/{model} lives; base_url may name it."""
-    base = base_url.rstrip("/")
-    return base if _VERSIONED.search(base) else base + "/v1beta"
 
 
 def model_id(model: str) -> str:
@@ -94,14 +94,33 @@ def _error_reason(err: dict) -> str | None:
 
 
 class GeminiAdapter(Adapter):
-    name = "gemini"
+    usage_counting = UsageCounting(cached_inside_input=True, reasoning_inside_output=False)
+
+    def api_root(self, endpoint: Endpoint) -> str:
+        """The versioned root (default /v1beta) under which /models/{model} lives; base_url may name it."""
+        base = self.base_url(endpoint)
+        return base if _VERSIONED.search(base) else base + "/v1beta"
+
+    def auth_headers(self, key: str) -> dict[str, str]:
+        return {"x-goog-api-key": key}
+
+    def probe(self, endpoint: Endpoint) -> ProbeRequest:
+        key = key_for(endpoint)
+        url = f"{self.api_root(endpoint)}/models/{model_id(endpoint.model)}"
+        return ProbeRequest(url, self.auth_headers(key) if key else {})
+
+    def read_probe(self, endpoint: Endpoint, answer: ProbeAnswer) -> ProbeFinding | None:
+        if answer.status == 400 and "API_KEY_INVALID" in answer.body_text:
+            return ProbeFinding(ProbeKind.key_refused)
+        # The probe names the model: a 404 is about the model, and a 2xx confirms it.
+        return ProbeFinding(ProbeKind.unknown_model) if answer.status == 404 else None
 
     def build(self, endpoint: Endpoint, request: ChatRequest) -> PreparedCall:
         key = key_for(endpoint)
-        url = f"{api_root(base_url_of(endpoint))}/models/{model_id(endpoint.model)}:generateContent"
+        url = f"{self.api_root(endpoint)}/models/{model_id(endpoint.model)}:generateContent"
         headers = {"Content-Type": "application/json", **request.extra_headers}
         if key is not None:
-            headers["x-goog-api-key"] = key
+            headers.update(self.auth_headers(key))
         top, gen = split_params(sent_params(endpoint.params))
         instruction, contents = to_gemini_contents(request.messages)
         body: dict[str, Any] = {"contents": contents, **top}
@@ -121,7 +140,7 @@ class GeminiAdapter(Adapter):
                 }
             ]
         wanted = request.response_schema
-        mode = structured_mode(endpoint) if wanted else "off"
+        mode = structured_mode(endpoint, self.provider.structured_output) if wanted else "off"
         if wanted and mode != "off":
             gen["responseMimeType"] = "application/json"
             gen["responseSchema"] = gemini_schema(schema_for(mode, wanted.schema))

@@ -2,7 +2,7 @@
 
 Only the operator's allow-list, AFP_KEY_VARS: comma-separated names and prefixes ending in `*`
 (`OPENAI_API_KEY,AFP_KEY_*`). Unset: the providers' well-known key names plus `AFP_KEY_*`
-(families.DEFAULT_KEY_VARIABLES); set but empty: no variable at all. afpbench's own secrets are never
+(DEFAULT_KEY_VARIABLES); set but empty: no variable at all. afpbench's own secrets are never
 allowed, whatever the list says. A spec could otherwise send any server variable (a password, HOME,
 another model's key) as a bearer token to a base_url of its choosing.
 
@@ -15,10 +15,15 @@ from __future__ import annotations
 import re
 
 from afpbench.workers.errors import KeyNotAllowed, SettingError
-from afpbench.workers.providers.families import DEFAULT_KEY_VARIABLES
 from afpbench.workers.settings import get_settings
 
 SETTING = "AFP_KEY_VARS"
+# The key variables a spec may name when AFP_KEY_VARS is unset: the providers' well-known names, plus
+# the AFP_KEY_ prefix for anything else an operator provisions (a new family's key works under it).
+DEFAULT_KEY_VARIABLES = (
+    "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "OPENROUTER_API_KEY",
+    "GROQ_API_KEY", "AZURE_OPENAI_API_KEY", "AFP_KEY_*",
+)
 # afpbench's own secrets: never a provider key, even under a prefix such as AFP_*.
 RESERVED_KEY_VARIABLES = frozenset({
     "AFP_API_TOKEN", "AFP_DATABASE_URL", "AFP_BROKER_URL", "AFP_REDIS_URL",

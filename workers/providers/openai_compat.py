@@ -2,6 +2,8 @@
 
 POST {base_url}/chat/completions with Bearer auth (Azure: `api-key`). Classification keys on
 `finish_reason`, tool calls and Azure filter results, never on the mere presence of filter blocks.
+The preflight reads GET {base_url}/models (openai_listing.py). Usage: prompt_tokens include the cached
+tokens, completion_tokens the reasoning tokens.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from afpbench.workers.providers.classify import (
     status_class,
     tool_call_from_raw,
 )
+from afpbench.workers.providers.openai_listing import listing_finding
 from afpbench.workers.providers.semantics import is_context_error, is_quota_error
 from afpbench.workers.providers.structured import schema_for, sent_params, structured_mode
 from afpbench.workers.providers.types import (
@@ -29,9 +32,13 @@ from afpbench.workers.providers.types import (
     Endpoint,
     OutcomeClass,
     PreparedCall,
+    ProbeAnswer,
+    ProbeFinding,
+    ProbeKind,
+    ProbeRequest,
     ToolCall,
     Usage,
-    base_url_of,
+    UsageCounting,
     key_for,
 )
 
@@ -42,16 +49,6 @@ _REASONING_KEYS = ("reasoning_effort", "reasoning", "thinking", "enable_thinking
 # prompt flagged by its safety system).
 _BLOCK_CODES = frozenset({"content_filter", "content_policy_violation", "invalid_prompt"})
 _NOT_FOUND_CODES = frozenset({"model_not_found"})
-
-
-def api_root(base_url: str) -> str:
-    """Where /chat/completions and /models live; a base_url naming the chat endpoint itself is accepted."""
-    return base_url.rstrip("/").removesuffix("/chat/completions")
-
-
-def auth_headers(auth_header: str, key: str) -> dict[str, str]:
-    """Bearer auth, or the key alone in a provider's own header (Azure's `api-key`, families.py)."""
-    return {auth_header: f"Bearer {key}" if auth_header == "Authorization" else key}
 
 
 def _message_to_openai(msg: dict) -> dict:
@@ -128,24 +125,41 @@ def _usage(body: dict) -> Usage:
 
 
 class OpenAICompatAdapter(Adapter):
-    name = "openai-compatible"
+    usage_counting = UsageCounting(cached_inside_input=True, reasoning_inside_output=True)
 
-    def __init__(self, auth_header: str = "Authorization"):
-        self.auth_header = auth_header
+    def api_root(self, endpoint: Endpoint) -> str:
+        """Where /chat/completions and /models live; a base_url naming the chat endpoint itself is accepted."""
+        return self.base_url(endpoint).removesuffix("/chat/completions")
+
+    def auth_headers(self, key: str) -> dict[str, str]:
+        """Bearer auth, or the key alone in a provider's own header (Azure's `api-key`, families.py)."""
+        name = self.provider.auth_header
+        return {name: f"Bearer {key}" if name == "Authorization" else key}
+
+    def probe(self, endpoint: Endpoint) -> ProbeRequest:
+        key = key_for(endpoint)
+        return ProbeRequest(f"{self.api_root(endpoint)}/models", self.auth_headers(key) if key else {})
+
+    def read_probe(self, endpoint: Endpoint, answer: ProbeAnswer) -> ProbeFinding | None:
+        if answer.status == 404:
+            return ProbeFinding(ProbeKind.no_listing)
+        if answer.status >= 300:
+            return None
+        return listing_finding(endpoint.model, answer.body_text, names_models=self.provider.lists_models)
 
     def build(self, endpoint: Endpoint, request: ChatRequest) -> PreparedCall:
         key = key_for(endpoint)
-        url = api_root(base_url_of(endpoint)) + "/chat/completions"
+        url = self.api_root(endpoint) + "/chat/completions"
         headers = {"Content-Type": "application/json", **request.extra_headers}
         if key is not None:
-            headers.update(auth_headers(self.auth_header, key))
+            headers.update(self.auth_headers(key))
         body: dict[str, Any] = {k: v for k, v in sent_params(endpoint.params).items() if k not in _RESERVED}
         body["model"] = endpoint.model
         body["messages"] = [_message_to_openai(m) for m in request.messages]
         if request.tools:
             body["tools"] = [{"type": "function", "function": dict(t)} for t in request.tools]
         wanted = request.response_schema
-        mode = structured_mode(endpoint) if wanted else "off"
+        mode = structured_mode(endpoint, self.provider.structured_output) if wanted else "off"
         if wanted and mode != "off":
             spec: dict[str, Any] = {"name": wanted.name, "strict": True, "schema": schema_for(mode, wanted.schema)}
             if wanted.description:

@@ -11,7 +11,7 @@ adapter's `build` maps it:
 
 The mode comes from the model's `structured_output` param when it gives one (false: prompt only;
 true: the provider's default, or "strict_subset" where that default is off; or a mode name), else from
-the provider table (families.py). Modes:
+the provider's row of the table (families.py), which the adapter passes in. Modes:
 - "json_schema": the schema as given, length caps included (llama.cpp and vLLM enforce them);
 - "strict_subset": length keywords moved into descriptions, since OpenAI's strict mode refuses them;
 - "off": nothing is sent; the prompt's own format contract is all there is.
@@ -24,7 +24,6 @@ from __future__ import annotations
 from typing import Any
 
 from afpbench.workers.errors import SpecError
-from afpbench.workers.providers.families import provider
 from afpbench.workers.providers.types import Endpoint
 
 STRUCTURED_OUTPUT_PARAM = "structured_output"
@@ -41,9 +40,8 @@ def param_problem(value: Any) -> str | None:
     return f"{STRUCTURED_OUTPUT_PARAM} must be true, false or one of {', '.join(MODES)}; got {value!r}"
 
 
-def structured_mode(endpoint: Endpoint) -> str:
-    """The structured-output mode for calls to this endpoint (see the module docstring)."""
-    default = provider(endpoint.provider).structured_output
+def structured_mode(endpoint: Endpoint, default: str) -> str:
+    """The structured-output mode for calls to this endpoint, `default` its provider's (module docstring)."""
     if STRUCTURED_OUTPUT_PARAM not in endpoint.params:
         return default
     value = endpoint.params[STRUCTURED_OUTPUT_PARAM]

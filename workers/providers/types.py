@@ -1,5 +1,6 @@
-"""Provider-neutral types: what an adapter is given (Endpoint, ChatRequest) and what it returns
-(AdapterResult with its OutcomeClass), and where an endpoint's key comes from (its environment variable).
+"""Provider-neutral types: what an adapter is bound to (its Provider row of the table, families.py), what
+it is given (Endpoint, ChatRequest, a preflight's ProbeAnswer) and what it returns (AdapterResult with its
+OutcomeClass, ProbeFinding), and where an endpoint's key comes from (its environment variable).
 """
 
 from __future__ import annotations
@@ -9,8 +10,32 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from afpbench.workers.errors import MissingKey
-from afpbench.workers.providers.families import provider
 from afpbench.workers.providers.key_policy import check_key_variable
+
+
+@dataclass(frozen=True)
+class Provider:
+    """One provider name's row in the table (families.py); its adapter is bound to it."""
+
+    name: str
+    family: str  # a key of families.FAMILIES: the wire protocol (adapter) and the execution queue
+    default_base_url: str | None  # None: the spec must give base_url (a simulated provider: AFP_SIM_URL)
+    auth_header: str = "Authorization"  # openai family only; Azure's v1 API takes "api-key"
+    simulated: bool = False
+    # Whether GET /models names what a request's `model` may be (Azure's names base models, not deployments).
+    lists_models: bool = True
+    # How a judge asks for structured output by default (workers/providers/structured.py): "json_schema"
+    # (the full schema, length caps included), "strict_subset" (OpenAI strict mode refuses length
+    # keywords), "off" (prompt-only: support depends on the model behind the endpoint).
+    structured_output: str = "json_schema"
+
+
+@dataclass(frozen=True)
+class UsageCounting:
+    """How a family's usage report nests its counts; the cost rule reads it (scoring.measures.token_cost)."""
+
+    cached_inside_input: bool  # the input count already includes the cached (cache-read) tokens
+    reasoning_inside_output: bool  # the output count already includes the reasoning tokens
 
 
 class OutcomeClass(StrEnum):
@@ -96,6 +121,38 @@ class PreparedCall:
     reasoning_params: dict = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class ProbeRequest:
+    """The preflight's one cheap GET (a model listing, never a paid call)."""
+
+    url: str
+    headers: dict[str, str]  # includes auth: never store or log this object
+
+
+@dataclass(frozen=True)
+class ProbeAnswer:
+    """What the endpoint answered the probe: its status and body text (unmasked: read, never shown)."""
+
+    status: int
+    body_text: str
+
+
+class ProbeKind(StrEnum):
+    key_refused = "key_refused"  # a bad key said otherwise than 401/403 (Gemini's 400 API_KEY_INVALID)
+    unknown_model = "unknown_model"
+    no_listing = "no_listing"  # no model listing at that URL: base_url is not the API root
+    not_a_listing = "not_a_listing"  # an answer that is not a model list: base_url is not the API root
+    unconfirmed = "unconfirmed"  # an empty listing: the model name cannot be checked (the run goes on)
+
+
+@dataclass(frozen=True)
+class ProbeFinding:
+    """What a family reads in a probe's answer beyond the general rules (workers/providers/preflight.py)."""
+
+    kind: ProbeKind
+    detail: str = ""  # the endpoint's own words (e.g. the ids it lists): shown apart from the summary
+
+
 @dataclass
 class AdapterResult:
     outcome: OutcomeClass
@@ -117,13 +174,6 @@ class AdapterResult:
     reasoning_params: dict = field(default_factory=dict)
     # The provider's own retry advice when it gives one (Anthropic's `x-should-retry`); None: no advice.
     should_retry: bool | None = None
-
-
-def base_url_of(endpoint: Endpoint) -> str:
-    """The endpoint's base URL; an endpoint built without one gets its provider's default."""
-    if endpoint.base_url:
-        return endpoint.base_url.rstrip("/")
-    return (provider(endpoint.provider).default_base_url or "").rstrip("/")
 
 
 def key_for(endpoint: Endpoint) -> str | None:

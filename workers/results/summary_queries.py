@@ -19,6 +19,7 @@ from afpbench.scoring.rates import (
     pair_tables,
     pending_reading,
 )
+from afpbench.workers.providers.families import adapter_for
 from afpbench.workers.results.summary import Comparison, ComparisonHead, Cost, CostRow, PendingComparison, comparison
 from afpbench.workers.store.models import Attempt, Cell, Phase, Result
 from afpbench.workers.sweeps.spec import HIGH_RISK_MIN_REPEATS, ModelSpec
@@ -96,7 +97,8 @@ def sweep_cost(session: Session, sweep_id: str, models: dict[str, ModelSpec], la
         model = models.get(r.model_hash)
         rows.append(CostRow(model=labels.get(r.model_hash, r.model_hash), model_hash=r.model_hash,
                             attempts=r.attempts, tokens=tokens,
-                            usd=token_cost(model.family, model.prices, tokens) if model else None,
+                            usd=token_cost(adapter_for(model.provider).usage_counting, model.prices, tokens)
+                            if model else None,
                             prices=model.prices if model else None))
     return Cost(by_model=rows, sweep_usd=sum(r.usd for r in rows if r.usd is not None), rule=COST_RULE)
 

@@ -1,5 +1,5 @@
 """From a model in the spec to the Endpoint an adapter calls (default base URLs: families.py), and that
-endpoint's preflight under the name the spec gives the model."""
+endpoint's preflight (providers/preflight.py, the adapter's probe) under the name the spec gives the model."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from afpbench.workers.sweeps.spec import ModelSpec
 def base_url_for(model: ModelSpec) -> str:
     if model.base_url:
         return model.base_url
-    if model.provider == "sim":
+    row = provider(model.provider)
+    if row.simulated:
         return get_settings().sim_url
-    default = provider(model.provider).default_base_url
-    if default:
-        return default
+    if row.default_base_url:
+        return row.default_base_url
     raise SpecError(f"model {model.display}: provider {model.provider!r} needs a base_url")
 
 

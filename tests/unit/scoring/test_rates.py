@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import random
 from collections import Counter
+from dataclasses import dataclass
 
 import pytest
 
@@ -256,19 +257,25 @@ def test_score_means_fields_are_the_rubric_dimensions_and_total():
     assert list(ScoreMeans.model_fields) == [*MEANS, "n_scored"]
 
 
-def test_cost_follows_each_family_counting_rule():
-    """Cost rule: cached input priced at the cached rate and taken out of the input where the family counts it
-    inside (OpenAI-compatible, Gemini); reasoning likewise out of output (OpenAI-compatible); an undeclared
+@dataclass(frozen=True)
+class Counting:  # scoring.measures.TokenCounting, as each provider family's adapter declares it
+    cached_inside_input: bool
+    reasoning_inside_output: bool
+
+
+def test_cost_follows_the_counting_rule_it_is_given():
+    """Cost rule: cached input priced at the cached rate and taken out of the input where the provider's
+    usage counts it inside (the adapter's usage_counting); reasoning likewise out of output; an undeclared
     (0) cached or reasoning price falls back to the input or output rate."""
     prices = Prices(input_per_mtok=2, output_per_mtok=8, cached_per_mtok=0.5)
     tokens = TokenCounts(input=1_000_000, output=500_000, cached=200_000, reasoning=100_000)
-    # 800k fresh x 2 + 200k cached x 0.5 + 400k visible x 8 + 100k reasoning x 8
-    assert token_cost("openai", prices, tokens) == pytest.approx(1.6 + 0.1 + 3.2 + 0.8)
-    # Anthropic counts cache reads and thinking beside: 1M x 2 + 200k x 0.5 + 500k x 8 + 100k x 8
-    assert token_cost("anthropic", prices, tokens) == pytest.approx(2.0 + 0.1 + 4.0 + 0.8)
-    # Gemini: cached inside input, reasoning beside output
-    assert token_cost("gemini", prices, tokens) == pytest.approx(1.6 + 0.1 + 4.0 + 0.8)
-    assert token_cost("openai", Prices(), tokens) == 0.0
+    # Both inside (OpenAI-compatible): 800k fresh x 2 + 200k cached x 0.5 + 400k visible x 8 + 100k reasoning x 8
+    assert token_cost(Counting(True, True), prices, tokens) == pytest.approx(1.6 + 0.1 + 3.2 + 0.8)
+    # Both beside (Anthropic): 1M x 2 + 200k x 0.5 + 500k x 8 + 100k x 8
+    assert token_cost(Counting(False, False), prices, tokens) == pytest.approx(2.0 + 0.1 + 4.0 + 0.8)
+    # Cached inside input, reasoning beside output (Gemini)
+    assert token_cost(Counting(True, False), prices, tokens) == pytest.approx(1.6 + 0.1 + 4.0 + 0.8)
+    assert token_cost(Counting(True, True), Prices(), tokens) == 0.0
 
 
 # ---------------------------------------------------------------- purity

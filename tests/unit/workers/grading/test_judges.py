@@ -27,10 +27,7 @@ from afpbench.scoring.judge import (
 )
 from afpbench.workers.errors import SpecError
 from afpbench.workers.grading.judges import call_judge, judgement_response, judgement_text
-from afpbench.workers.providers.anthropic import AnthropicAdapter
-from afpbench.workers.providers.gemini import GeminiAdapter
-from afpbench.workers.providers.openai_compat import OpenAICompatAdapter
-from afpbench.workers.providers.registry import adapter_for
+from afpbench.workers.providers.families import adapter_for
 from afpbench.workers.providers.structured import gemini_schema
 from afpbench.workers.providers.types import ChatRequest, Endpoint, OutcomeClass
 from afpbench.workers.sim.canned import load_canned
@@ -129,7 +126,7 @@ def test_judgement_schema_accepts_what_the_parse_accepts_and_refuses_what_it_ref
 
 def test_openai_compatible_build_sends_a_strict_json_schema_response_format(monkeypatch):
     """OpenAI-compatible servers (llama.cpp, vLLM): response_format json_schema, strict, full schema."""
-    body = OpenAICompatAdapter().build(endpoint("vllm", monkeypatch), request()).json
+    body = adapter_for("vllm").build(endpoint("vllm", monkeypatch), request()).json
     fmt = body["response_format"]
     assert fmt["type"] == "json_schema"
     assert fmt["json_schema"]["name"] == "record_judgement" and fmt["json_schema"]["strict"] is True
@@ -138,7 +135,7 @@ def test_openai_compatible_build_sends_a_strict_json_schema_response_format(monk
 
 def test_openai_build_moves_length_caps_into_descriptions_for_strict_mode(monkeypatch):
     """OpenAI's strict mode refuses minLength/maxLength: the caps become descriptions, the rest stays."""
-    body = OpenAICompatAdapter().build(endpoint("openai", monkeypatch), request()).json
+    body = adapter_for("openai").build(endpoint("openai", monkeypatch), request()).json
     schema = body["response_format"]["json_schema"]["schema"]
     assert not [n for n in walk(schema) if "maxLength" in n or "minLength" in n]
     rationale = schema["properties"]["scores"]["properties"]["uncertainty_handling"]["properties"]["rationale"]
@@ -148,35 +145,36 @@ def test_openai_build_moves_length_caps_into_descriptions_for_strict_mode(monkey
 def test_structured_output_falls_back_to_the_prompt_contract_and_the_param_is_never_sent(monkeypatch):
     """Fallback: `structured_output: false` (or a provider whose support depends on the model, groq,
     openrouter) sends no schema; `true` turns it on; the harness param never reaches the body."""
-    adapter = OpenAICompatAdapter()
-    off = adapter.build(endpoint("vllm", monkeypatch, structured_output=False, temperature=0), request()).json
+    vllm, groq = adapter_for("vllm"), adapter_for("groq")
+    off = vllm.build(endpoint("vllm", monkeypatch, structured_output=False, temperature=0), request()).json
     assert "response_format" not in off and "structured_output" not in off and off["temperature"] == 0
-    assert "response_format" not in adapter.build(endpoint("groq", monkeypatch), request()).json
-    on = adapter.build(endpoint("groq", monkeypatch, structured_output=True), request()).json
+    assert "response_format" not in groq.build(endpoint("groq", monkeypatch), request()).json
+    on = groq.build(endpoint("groq", monkeypatch, structured_output=True), request()).json
     assert on["response_format"]["type"] == "json_schema" and "structured_output" not in on
-    assert "response_format" not in adapter.build(endpoint("vllm", monkeypatch), ChatRequest(MESSAGES)).json
-    gemini = GeminiAdapter().build(endpoint("gemini", monkeypatch, structured_output=False), request()).json
+    assert "response_format" not in vllm.build(endpoint("vllm", monkeypatch), ChatRequest(MESSAGES)).json
+    gemini = adapter_for("gemini").build(endpoint("gemini", monkeypatch, structured_output=False), request()).json
     assert "generationConfig" not in gemini
-    anthropic = AnthropicAdapter().build(endpoint("anthropic", monkeypatch, structured_output=False), request())
+    anthropic = adapter_for("anthropic").build(endpoint("anthropic", monkeypatch, structured_output=False), request())
     assert "tools" not in anthropic.json and "structured_output" not in anthropic.json
 
 
 def test_anthropic_build_forces_the_record_judgement_tool_with_the_schema_as_input_schema(monkeypatch):
     """Anthropic: tool_choice {"type": "tool", "name": "record_judgement"}, the schema as input_schema."""
-    body = AnthropicAdapter().build(endpoint("anthropic", monkeypatch), request()).json
+    body = adapter_for("anthropic").build(endpoint("anthropic", monkeypatch), request()).json
     assert body["tool_choice"] == {"type": "tool", "name": "record_judgement"}
     [tool] = body["tools"]
     assert tool["name"] == "record_judgement" and tool["input_schema"] == judgement_schema(FX)
     assert tool["description"]
     thinking = {"type": "enabled", "budget_tokens": 2048}
-    with_thinking = AnthropicAdapter().build(endpoint("anthropic", monkeypatch, thinking=thinking), request()).json
+    thinking_on = endpoint("anthropic", monkeypatch, thinking=thinking)
+    with_thinking = adapter_for("anthropic").build(thinking_on, request()).json
     assert "tool_choice" not in with_thinking and "tools" not in with_thinking  # forced tools refuse thinking
     assert with_thinking["thinking"] == thinking
 
 
 def test_gemini_build_sets_json_mime_type_and_a_response_schema_in_geminis_dialect(monkeypatch):
     """Gemini: generationConfig.responseMimeType application/json + responseSchema (OpenAPI subset)."""
-    body = GeminiAdapter().build(endpoint("gemini", monkeypatch, temperature=0), request()).json
+    body = adapter_for("gemini").build(endpoint("gemini", monkeypatch, temperature=0), request()).json
     gen = body["generationConfig"]
     assert gen["responseMimeType"] == "application/json" and gen["temperature"] == 0
     schema = gen["responseSchema"]
@@ -216,7 +214,7 @@ def test_anthropic_forced_tool_judgement_is_read_from_the_tool_use_block_of_a_re
     for block in body["content"]:
         if block["type"] == "tool_use":
             block["name"], block["input"] = "record_judgement", judgement_for(FX, score=1)
-    result = AnthropicAdapter().parse(200, {}, json.dumps(body))
+    result = adapter_for("anthropic").parse(200, {}, json.dumps(body))
     assert result.outcome == OutcomeClass.tool_call
     text = judgement_text(result, judgement_response(FX))
     parsed = read_judgement(text, FX.fatal_ids(), RESPONSE)

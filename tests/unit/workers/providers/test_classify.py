@@ -12,7 +12,8 @@ import pytest
 
 from afpbench.workers.errors import MissingKey, UnknownProvider
 from afpbench.workers.providers.classify import parse_duration, retry_after_from
-from afpbench.workers.providers.registry import adapter_for
+from afpbench.workers.providers.families import adapter_for
+from afpbench.workers.providers.openai_compat import OpenAICompatAdapter
 from afpbench.workers.providers.types import ChatRequest, Endpoint, OutcomeClass, key_for
 from tests.conftest import REPO
 
@@ -210,14 +211,14 @@ def test_gemini_200_with_no_candidates_is_infra_error():
     assert result.outcome == OutcomeClass.infra_error
 
 
-@pytest.mark.parametrize("adapter", [OPENAI, ANTHROPIC, GEMINI], ids=lambda a: a.name)
+@pytest.mark.parametrize("adapter", [OPENAI, ANTHROPIC, GEMINI], ids=lambda a: a.provider.family)
 def test_malformed_json_200_is_infra_error(adapter):
     result = adapter.parse(200, {"content-type": "application/json"}, "<html>bad gateway</html>")
     assert result.outcome == OutcomeClass.infra_error
     assert "malformed JSON" in result.error
 
 
-@pytest.mark.parametrize("adapter", [OPENAI, ANTHROPIC, GEMINI], ids=lambda a: a.name)
+@pytest.mark.parametrize("adapter", [OPENAI, ANTHROPIC, GEMINI], ids=lambda a: a.provider.family)
 def test_truncated_json_body_is_infra_error(adapter):
     full = json.dumps(
         {"id": "x", "model": "m", "choices": [{"message": {"content": "hello"}}], "content": []}
@@ -227,7 +228,7 @@ def test_truncated_json_body_is_infra_error(adapter):
     assert "truncated JSON" in result.error
 
 
-@pytest.mark.parametrize("adapter", [OPENAI, ANTHROPIC, GEMINI], ids=lambda a: a.name)
+@pytest.mark.parametrize("adapter", [OPENAI, ANTHROPIC, GEMINI], ids=lambda a: a.provider.family)
 def test_empty_body_is_infra_error(adapter):
     assert adapter.parse(200, {}, "").outcome == OutcomeClass.infra_error
 
@@ -464,7 +465,9 @@ def test_gemini_build_key_in_header_never_in_url(monkeypatch):
 
 @pytest.mark.parametrize("name", ["openai", "openai-compatible", "vllm", "ollama", "sim", "OpenAI"])
 def test_openai_compatible_names(name):
-    assert adapter_for(name) is OPENAI
+    """These names speak Chat Completions (the simulator's adapter differs only at the preflight)."""
+    assert isinstance(adapter_for(name), OpenAICompatAdapter)
+    assert adapter_for(name).provider.name == name.lower()
 
 
 def test_unknown_provider_names_the_known_ones():

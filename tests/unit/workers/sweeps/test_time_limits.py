@@ -59,13 +59,13 @@ def test_released_execute_messages_carry_the_derived_limits(settings_env, tmp_pa
     """The message on the broker says time_limit/soft_time_limit from the model's timeout_s, not 600."""
     settings = settings_env(AFP_DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite'}", AFP_MAX_TOOL_ROUNDS="3")
     from afpbench.workers.celery_app import app
-    from afpbench.workers.providers.families import exec_queue, provider
+    from afpbench.workers.providers.families import family_of
     from afpbench.workers.runs import start_sweep
 
     spec = _spec(700, ["P08"])
     start_sweep(spec, check_endpoints=False)  # no worker: the messages stay on the in-memory broker
     wanted = execution_limits(spec.models[0], 3, settings)
-    queue = exec_queue(provider("sim").family)
+    queue = family_of("sim").queue
     with app.connection_for_read() as conn:
         bound = Queue(queue, routing_key=queue)(conn.default_channel)
         message = bound.get(no_ack=True)
