@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 
 from afpbench.api.cli_results import CommandError
-from afpbench.api.display import progress_bar, summary_json, summary_table
+from afpbench.api.display import progress_bar, summary_table
 
 console = Console(stderr=True)
 
@@ -103,11 +103,13 @@ def run(
                     pair.stop_wait_s = CANCEL_WAIT_S
                 _exit_cancelled(stack, sweep_id, exc)
             raise
-    summary = summary_json(sweep_id, final, attempts_count(sweep_id), settings.database_url_safe())
+    from afpbench.api.run_overview import run_overview
+
+    overview = run_overview(sweep_id, final, attempts_count(sweep_id), settings.database_url_safe())
     if as_json:
-        typer.echo(json.dumps(summary, indent=2))
+        typer.echo(json.dumps(overview.model_dump(mode="json"), indent=2))
     else:
-        wide_console().print(summary_table(summary))
+        Console().print(summary_table(overview))
     _exit_status(sweep_id)
 
 
@@ -145,14 +147,9 @@ def _exit_status(sweep_id: str) -> None:
         raise ExcludedForConfiguration(f"sweep {sweep_id}: {excluded.line()}")
 
 
-def wide_console() -> Console:
-    """Tables name all six result states; never squeeze them into an 80-column pipe."""
-    out = Console()
-    return Console(width=max(out.width, 150)) if not out.is_terminal else out
-
-
 def status(sweep: str | None = typer.Argument(None, help="sweep id; omitted: the latest")) -> None:
     """Progress of a sweep by phase and result state."""
+    from afpbench.api.run_overview import run_overview
     from afpbench.workers.settings import get_settings
     from afpbench.workers.sweeps.progress import attempts_count, latest_sweep_id, progress
 
@@ -160,5 +157,5 @@ def status(sweep: str | None = typer.Argument(None, help="sweep id; omitted: the
     if sweep_id is None:
         raise CommandError("no sweeps in the database yet; run `afpbench run` first")
     p = progress(sweep_id)
-    summary = summary_json(sweep_id, p, attempts_count(sweep_id), get_settings().database_url_safe())
-    wide_console().print(summary_table(summary))
+    overview = run_overview(sweep_id, p, attempts_count(sweep_id), get_settings().database_url_safe())
+    Console().print(summary_table(overview))

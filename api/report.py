@@ -1,5 +1,8 @@
 """Render a sweep summary (workers/results/summary.py SweepSummary) as Markdown, a self-contained HTML page, or JSON.
 
+The tables are workers/results/tables.py's REPORT_TABLES, laid out here for md and html, and added to the
+JSON as rows of text; this module holds the headline, the plots and the page around them.
+
 The HTML page has inline CSS and inline SVG (api/report_svg.py) and loads nothing from the network.
 Every string that can come from a fixture, a model or a spec is escaped. A simulated sweep carries a
 large SIMULATED banner; an unfinished one is labelled interim.
@@ -8,19 +11,21 @@ large SIMULATED banner; an unfinished one is labelled interim.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from html import escape
+from typing import Any
 
 from afpbench.api import report_svg
-from afpbench.scoring.measures import MEANS
-from afpbench.scoring.rates import EXCLUDED, FAIL, PASS, UNFINISHED, RateBlock
+from afpbench.scoring.rates import FAIL, PASS, UNFINISHED
 from afpbench.workers.results.summary import SweepSummary
+from afpbench.workers.results.table_spec import RenderedTable, condition_legend
+from afpbench.workers.results.table_text import markdown, md_cell
+from afpbench.workers.results.tables import REPORT_TABLES
 
 CSS = """
 body{font-family:system-ui,sans-serif;margin:24px auto;max-width:1150px;color:#222;line-height:1.4}
 table{border-collapse:collapse;margin:8px 0 20px;font-size:13px}
-th,td{border:1px solid #ccc;padding:4px 8px;text-align:right}
-th{background:#f3f3f3} td.l,th.l{text-align:left}
+th,td{border:1px solid #ccc;padding:4px 8px;text-align:left}
+th{background:#f3f3f3} td.n,th.n{text-align:right}
 .banner{font-size:40px;font-weight:800;text-align:center;padding:18px;margin:10px 0;border:4px solid}
 .sim{background:#fff3cd;color:#7a4b00;border-color:#e0a800}
 .interim{font-size:22px;background:#e3f2fd;color:#0d47a1;border-color:#64b5f6}
@@ -30,7 +35,7 @@ th{background:#f3f3f3} td.l,th.l{text-align:left}
 
 def render_report(summary: SweepSummary, fmt: str = "md") -> str:
     if fmt == "json":
-        return json.dumps(summary.model_dump(mode="json"), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+        return json.dumps(report_json(summary), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     if fmt == "md":
         return _markdown(summary)
     if fmt == "html":
@@ -38,97 +43,11 @@ def render_report(summary: SweepSummary, fmt: str = "md") -> str:
     raise ValueError(f"unknown report format {fmt!r}; use md, html or json")
 
 
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{x:.1%}"
-
-
-def _ci(ci: Sequence[float] | None) -> str:
-    return "-" if not ci else f"{ci[0]:.1%} to {ci[1]:.1%}"
-
-
-def _num(x: float | None, places: int = 2) -> str:
-    return "-" if x is None else f"{x:.{places}f}"
-
-
-def _rate_cells(r: RateBlock) -> list[str]:
-    """pass/n, pass rate, exact interval (the failure reading is placed by the caller)."""
-    return [f"{r.passed}/{r.n}", _pct(r.pass_rate), _ci(r.pass_rate_ci95)]
-
-
-def _beside(r: RateBlock) -> list[str]:
-    """Every state outside the denominator, then the unfinished cells."""
-    return [*[str(r.excluded[s]) for s in EXCLUDED], str(r.unfinished)]
-
-
-def _rate_rows(summary: SweepSummary) -> list[list[str]]:
-    return [[r.model, r.condition, *_rate_cells(r), r.failures, *_beside(r)] for r in summary.by_model_condition]
-
-
-RATE_HEAD = ["model", "condition", "pass/n", "pass rate", "95% CI (exact)", "failures", *EXCLUDED, "unfinished"]
-
-
-def _sections(summary: SweepSummary) -> list[tuple[str, list[str], list[list[str]], str]]:
-    """(heading, header, rows, note) for every table, shared by Markdown and HTML."""
-    s = summary
-    fixture_rows = [[f"{r.fixture_id}@{r.fixture_version}" + (" (high risk)" if r.high_risk else ""),
-                     r.condition, *_rate_cells(r), *_beside(r)] for r in s.by_fixture_condition]
-    dims = [[r.condition, *[_num(getattr(r, d)) for d in MEANS], str(r.n_scored)]
-            for r in s.dimensions.by_condition]
-    fatal = s.fatal_by_criterion
-    fatal_rows = [[c, k, str(n)] for c, per in fatal.by_condition.items() for k, n in per.items()]
-    fatal_rows += [[c, "(no fatal: below the pass rule)", str(n)] for c, n in fatal.fail_without_fatal.items()]
-    tokens = [[r.condition, _num(r.mean_output_tokens, 1), str(r.n)] for r in s.output_tokens.by_condition]
-    tokens += [[f"{r.model} / {r.condition}", _num(r.mean_output_tokens, 1), str(r.n)]
-               for r in s.output_tokens.by_model_condition]
-    comparisons = [[r.model, r.comparison, r.status, r.reading] for r in s.comparisons]
-    cost = [[r.model, str(r.attempts), *[str(n) for n in (r.tokens.input, r.tokens.output, r.tokens.cached,
-                                                           r.tokens.reasoning)],
-             "-" if r.usd is None else f"${r.usd:.4f}"] for r in s.cost.by_model]
-    cost.append(["whole sweep", "", "", "", "", "", f"${s.cost.sweep_usd:.4f}"])
-    hr = s.high_risk
-    hr_rows = [[x.model, x.fixture, x.condition, str(x.finished_repeats)] for x in hr.lacking]
-    hr_note = ("every high-risk fixture has the required finished repeats" if hr.ready else
-               f"{hr.lacking_count} model x fixture x condition groups lack {hr.required_repeats} repeats")
-    balance = s.exclusion_balance
-    share_rows = [[r.model, r.condition, str(r.finished), str(r.scored), f"{r.excluded} ({_pct(r.excluded_share)})",
-                   *[_pct(r.share_by_state[st]) for st in EXCLUDED]] for r in balance.shares]
-    balance_rows = [[t.model, t.comparison, f"{t.first_excluded}/{t.first_excluded + t.first_scored}",
-                     f"{t.second_excluded}/{t.second_excluded + t.second_scored}",
-                     "-" if t.p_value is None else f"{t.p_value:.4g}", "FLAGGED" if t.flagged else "ok"]
-                    for t in balance.comparisons]
-    decisions = [[str(d.cell_id), d.model, d.condition, f"{d.fixture} r{d.repeat}",
-                  f"{d.from_state or '-'} -> {d.to_state}", "override" if d.override else "dispute",
-                  d.reviewer, d.reason or "-", d.decided_at or "-"] for d in s.human_decisions]
-    decisions_note = (f"{len(decisions)} human decisions set the state of these cells (an override changed a "
-                      "judged verdict and needed a reason); the sealed inputs are unchanged"
-                      if decisions else "no human decisions")
-    written = [[str(w.cell_id), w.model, w.condition, f"{w.fixture} r{w.repeat}", ", ".join(w.tools),
-                "yes" if w.whole_answer else "no", w.state or "-"] for w in s.written_tool_calls]
-    return [
-        ("Pass rate by model and condition", RATE_HEAD, _rate_rows(s),
-         "pass rate = MODEL_PASS / (MODEL_PASS + MODEL_FAIL); every other state is counted beside it"),
-        ("Pass rate by fixture and condition (all models)",
-         ["fixture", "condition", "pass/n", "pass rate", "95% CI (exact)", *EXCLUDED, "unfinished"], fixture_rows, ""),
-        ("Comparisons (paired, same model, fixture and repeat)", ["model", "comparison", "status", "reading"],
-         comparisons, "exact McNemar test on discordant pairs; difference with Newcombe's paired interval"),
-        ("Mean rubric score by condition (scored cells)", ["condition", *MEANS, "n"], dims,
-         "each dimension 0-2, total 0-8"),
-        ("Fatal failures by criterion", ["condition", "criterion", "count"], fatal_rows, ""),
-        ("Mean output tokens of the scored answer", ["condition", "mean output tokens", "n"], tokens,
-         "shows whether a condition only adds length"),
-        ("Cost", ["model", "attempts", "input", "output", "cached", "reasoning", "USD"], cost, s.cost.rule),
-        ("High-risk fixtures", ["model", "fixture", "condition", "finished repeats"], hr_rows, hr_note),
-        ("Exclusion balance: excluded share of finished cells by model and condition",
-         ["model", "condition", "finished", "scored", "excluded", *EXCLUDED], share_rows,
-         "a state outside PASS/(PASS+FAIL) that depends on the condition biases the pass-rate comparison"),
-        ("Exclusion balance: comparisons", ["model", "comparison", "first excluded", "second excluded",
-                                             "p (Fisher exact)", "flag"], balance_rows, balance.test),
-        ("Human decisions", ["cell", "model", "condition", "fixture", "from -> to", "kind", "reviewer", "reason",
-                             "decided at (UTC)"], decisions, decisions_note),
-        ("Tool calls written as text", ["cell", "model", "condition", "fixture", "tools", "whole answer", "state"],
-         written, "the answer carried a tool call as text instead of making it: never executed, scored as text"
-         if written else "no answer wrote a tool call as text"),
-    ]
+def report_json(summary: SweepSummary) -> dict[str, Any]:
+    """The summary's own JSON, and under "tables" every report table's rows as the md and html show them
+    (api/http/schemas.py SweepReport)."""
+    tables = [t.render(summary).keyed().model_dump(mode="json") for t in REPORT_TABLES]
+    return {**summary.model_dump(mode="json"), "tables": tables}
 
 
 def _interim(s: SweepSummary) -> bool:
@@ -162,40 +81,30 @@ def _headline(s: SweepSummary) -> list[str]:
     if s.human_decisions:
         lines.append(f"human decisions: {len(s.human_decisions)} "
                      f"({sum(d.override for d in s.human_decisions)} overrides), listed below")
+    lines.append(condition_legend(s.conditions))
     lines += [f"notice: {n}" for n in s.notices]
     return lines
 
 
-def _md_cell(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
 def _markdown(s: SweepSummary) -> str:
-    out = [f"# afpbench report: {_md_cell(s.name)}", ""]
+    out = [f"# afpbench report: {md_cell(s.name)}", ""]
     loud = ("SIMULATED", "No cell was scored")
-    out += [f"> **{_md_cell(line)}**" if line.startswith(loud) else f"> {_md_cell(line)}"
+    out += [f"> **{md_cell(line)}**" if line.startswith(loud) else f"> {md_cell(line)}"
             for line in _headline(s)]
-    for heading, header, rows, note in _sections(s):
-        out += ["", f"## {heading}", ""]
-        if note:
-            out += [f"_{_md_cell(note)}_", ""]
-        out.append("| " + " | ".join(_md_cell(h) for h in header) + " |")
-        out.append("|" + "---|" * len(header))
-        out += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
+    for table in REPORT_TABLES:
+        out += ["", *markdown(table.render(s))]
     return "\n".join(out) + "\n"
 
 
-def _html_table(header: list[str], rows: list[list[str]]) -> str:
+def _html_table(table: RenderedTable) -> str:
+    """Numbers right-aligned (class n), text left; every cell escaped."""
     def cells(tag: str, values: list[str]) -> str:
-        return "".join(f'<{tag}{" class=l" if i == 0 or not _numeric(v) else ""}>{escape(str(v))}</{tag}>'
-                       for i, v in enumerate(values))
+        return "".join(f'<{tag}{" class=n" if head.numeric else ""}>{escape(value)}</{tag}>'
+                       for head, value in zip(table.columns, values, strict=True))
 
-    body = "".join(f"<tr>{cells('td', r)}</tr>" for r in rows)
-    return f"<table><thead><tr>{cells('th', header)}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def _numeric(v: str) -> bool:
-    return str(v).replace(".", "", 1).replace("%", "").replace("/", "").replace("$", "").replace("-", "").isdigit()
+    body = "".join(f"<tr>{cells('td', r)}</tr>" for r in table.rows)
+    head = cells("th", [c.header for c in table.columns])
+    return f'<table id="{escape(table.id)}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
 def _plots(s: SweepSummary) -> list[tuple[str, str]]:
@@ -233,11 +142,12 @@ def _html(s: SweepSummary) -> str:
         plots = [p for p in plots if p[0].startswith("Result states")]
     for caption, svg in plots:
         parts.append(f"<figure>{svg}<figcaption>{escape(caption)}</figcaption></figure>")
-    for heading, header, rows, note in _sections(s):
-        parts.append(f"<h2>{escape(heading)}</h2>")
-        if note:
-            parts.append(f'<p class="muted">{escape(note)}</p>')
-        parts.append(_html_table(header, rows))
+    for table in REPORT_TABLES:
+        rendered = table.render(s)
+        parts.append(f"<h2>{escape(rendered.title)}</h2>")
+        if rendered.note:
+            parts.append(f'<p class="muted">{escape(rendered.note)}</p>')
+        parts.append(_html_table(rendered))
     title = ("SIMULATED - " if s.simulated else "") + f"afpbench report: {s.name}"
     return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">"

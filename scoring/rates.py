@@ -23,6 +23,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from afpbench.scoring.states import ResultState, pass_rate
 from afpbench.scoring.statistics import clopper_pearson, describe_failures, mcnemar_exact, paired_difference
+from afpbench.scoring.units import points, points_interval
 
 PASS, FAIL = ResultState.MODEL_PASS.value, ResultState.MODEL_FAIL.value
 SCORED = (PASS, FAIL)
@@ -250,7 +251,7 @@ class NoPairs(PairCounts):
 class PairedTest(PairCounts):
     status: Literal["ok"] = "ok"
     p_value: float = Field(description="exact McNemar, two-sided")
-    difference: float = Field(description="pass rate of first minus second")
+    difference: float = Field(description="pass rate of first minus second (a fraction; shown in percentage points)")
     difference_ci95: tuple[float, float] = Field(description="Newcombe's paired interval")
     reading: str
 
@@ -266,7 +267,7 @@ def compare(first: str, second: str, table: PairTable) -> NoPairs | PairedTest:
     pairs: Sequence[tuple[bool, bool]] = [pair for pair, k in table.items() for _ in range(k)]
     diff, low, high = paired_difference(pairs)
     p = mcnemar_exact(b, c)
-    reading = (f"{first} vs {second}: pass rate difference {diff:+.1%} (95% CI {low:+.1%} to {high:+.1%}); "
+    reading = (f"{first} vs {second}: pass rate difference {points(diff)} (95% CI {points_interval(low, high)}); "
                f"exact McNemar p = {p:.4g} (b={b}, c={c}, {n} matched pairs)")
     return PairedTest(n_pairs=n, both_pass=both_pass, b=b, c=c, both_fail=both_fail, p_value=p, difference=diff,
                       difference_ci95=(low, high), reading=reading)

@@ -13,6 +13,7 @@ from afpbench.fixtures.schema import DIMENSIONS, FatalCriterionId
 from afpbench.scoring.states import ResultState
 from afpbench.workers.results.record_model import RunRecord as RunRecord  # the body of GET /cells/{cell_id}
 from afpbench.workers.results.summary import SweepSummary as SweepAggregate
+from afpbench.workers.results.table_spec import TableRows
 
 MAX_PAGE = 500
 Score = Annotated[int, Field(ge=0, le=2)]
@@ -138,7 +139,10 @@ class DecisionRecorded(BaseModel):
 
 class SweepReport(SweepAggregate):
     """GET /sweeps/{sweep_id}/report?format=json: the sweep's summary (workers.results.summary.SweepSummary;
-    its own name is taken here by the sweep list's item)."""
+    its own name is taken here by the sweep list's item), with every report table's rows as the md and html
+    reports show them (workers/results/tables.py)."""
+
+    tables: list[TableRows]
 
 
 class Liveness(BaseModel):

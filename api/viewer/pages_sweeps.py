@@ -19,10 +19,12 @@ from afpbench.api.viewer.auth import PageError, Viewer
 from afpbench.api.viewer.cells_query import latest_results
 from afpbench.api.viewer.chrome import logout_form
 from afpbench.api.viewer.forest import forest_plot
+from afpbench.api.viewer.result_tables import results_table
 from afpbench.api.viewer.routing import ViewerRoute
-from afpbench.scoring.rates import EXCLUDED
 from afpbench.workers import runs
+from afpbench.workers.results import tables
 from afpbench.workers.results.summary import PairedComparison, SweepSummary
+from afpbench.workers.results.table_spec import condition_legend
 from afpbench.workers.store.db import session_scope
 from afpbench.workers.store.models import Cell, Phase, Sweep, saved_id
 
@@ -77,41 +79,18 @@ def _reports(request: Request) -> ReportCache:
     return request.app.state.report_cache
 
 
-def _rates(s: SweepSummary) -> v.Safe:
-    rows: list[list[v.Cell]]
-    rows = [[r.model, r.condition, f"{r.passed}/{r.n}", v.pct(r.pass_rate), v.ci(r.pass_rate_ci95), r.failures,
-             *[r.excluded[x] for x in EXCLUDED], r.unfinished] for r in s.by_model_condition]
-    return v.table(["model", "condition", "pass/n", "pass rate", "95% CI (exact)", "failures", *EXCLUDED,
-                    "unfinished"], rows, "num", tid="rates")
-
-
 def _comparisons(s: SweepSummary) -> v.Safe:
     paired = [c for c in s.comparisons if isinstance(c, PairedComparison)]
-    others = [[c.model, c.comparison, c.status, c.reading]
-              for c in s.comparisons if not isinstance(c, PairedComparison)]
-    parts = [v.Safe(f"<figure>{forest_plot(paired, len(s.models) > 1)}<figcaption>paired on model, fixture and "
-                    "repeat; Newcombe's interval; green: first condition better, red: worse, blue: the interval "
-                    "includes zero</figcaption></figure>") if paired else v.para("no comparison has matched pairs "
-                                                                                 "yet", "muted")]
-    if others:
-        parts.append(v.table(["model", "comparison", "status", "reading"], others))
-    parts.append(v.table(["model", "comparison", "n pairs", "difference", "95% CI", "p (McNemar)", "reading"],
-                         [[c.model, c.comparison, c.n_pairs, f"{c.difference:+.1%}", v.ci(c.difference_ci95),
-                           f"{c.p_value:.3g}", c.reading] for c in paired], tid="comparisons"))
-    return v.join(parts)
+    plot = (v.Safe(f"<figure>{forest_plot(paired, len(s.models) > 1)}<figcaption>paired on model, fixture and "
+                   "repeat; difference in percentage points with Newcombe's interval; green: first condition "
+                   "better, red: worse, blue: the interval includes zero</figcaption></figure>")
+            if paired else v.para("no comparison has matched pairs yet", "muted"))
+    return v.join([plot, results_table(tables.COMPARISONS.render(s))])
 
 
 def _balance(s: SweepSummary) -> v.Safe:
-    b = s.exclusion_balance
-    shares = v.table(["model", "condition", "finished", "scored", "excluded", *EXCLUDED],
-                     [[r.model, r.condition, r.finished, r.scored, f"{r.excluded} ({v.pct(r.excluded_share)})",
-                       *[v.pct(r.share_by_state[x]) for x in EXCLUDED]] for r in b.shares], "num", tid="balance")
-    tests = v.table(["model", "comparison", "first excluded", "second excluded", "p (Fisher exact)", "flag"],
-                    [[t.model, t.comparison, f"{t.first_excluded}/{t.first_excluded + t.first_scored}",
-                      f"{t.second_excluded}/{t.second_excluded + t.second_scored}",
-                      "-" if t.p_value is None else f"{t.p_value:.3g}",
-                      v.badge("FLAGGED", "fail") if t.flagged else "ok"] for t in b.comparisons])
-    return v.join([v.para(b.test, "muted"), shares, tests])
+    return v.join([results_table(tables.EXCLUSION_SHARES.render(s), titled=True),
+                   results_table(tables.EXCLUSION_TESTS.render(s), titled=True)])
 
 
 def _options(name: str, label: str, choices: list[tuple[str, str]], chosen: str | None) -> str:
@@ -191,10 +170,9 @@ def sweep_page(
         v.para(" | ".join(head), "muted"), progress,
         *[v.para(n, "notice") for n in s.notices],
         v.para(v.link(v.url(f"/sweeps/{v.seg(sweep_id)}/report"), "the full report (every table)"), "muted"),
-        v.section("Pass rate by model and condition", v.para("pass rate = MODEL_PASS / (MODEL_PASS + MODEL_FAIL); "
-                                                            "every other state is counted beside it", "muted"),
-                  _rates(s), sid="rates-section"),
-        v.section("Paired comparisons (differences with 95% intervals)", _comparisons(s), sid="forest-section"),
+        v.para(condition_legend(s.conditions), "muted"),
+        v.section(tables.RATES.title, results_table(tables.RATES.render(s)), sid="rates-section"),
+        v.section(tables.COMPARISONS.title, _comparisons(s), sid="forest-section"),
         v.section("Plots", v.Safe(plots)),
         v.section("Exclusion balance", _balance(s), sid="balance-section"),
         v.section("Cells", cells, sid="cells-section"),

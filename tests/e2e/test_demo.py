@@ -10,6 +10,8 @@ import sqlite3
 import yaml
 
 from afpbench.scoring.states import ResultState
+from afpbench.workers.results.summary import SweepSummary
+from afpbench.workers.results.tables import TERMINAL_TABLES
 from tests.conftest import REPO
 from tests.e2e.test_cli_errors import afpbench
 
@@ -46,6 +48,28 @@ def test_demo_runs_56_cells_to_six_states_with_raw_outputs(tmp_path):
     assert (tmp_path / "bundle" / "STATUS.md").read_text().startswith("# Status: published")
     again = afpbench(["export", sweep, str(tmp_path / "bundle")], tmp_path)
     assert again.returncode == 2 and "bundle" in again.stderr, "an existing bundle is never overwritten"
+
+
+def test_the_demo_summary_fits_80_columns_and_no_number_is_split(tmp_path):
+    """`afpbench run` in an 80-column pipe: no line is longer, and each rate and comparison row is on one
+    line with every number whole (numbers never wrap; labels fold), the short heads and A-D spelled out."""
+    proc = afpbench(["run"], tmp_path, env={"COLUMNS": "80"}, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80, proc.stdout
+    sweep = re.match(r"sweep (\w+) ", lines[0]).group(1)
+    report = json.loads(afpbench(["report", sweep, "--format", "json"], tmp_path).stdout)
+    del report["tables"]
+    summary = SweepSummary.model_validate(report)
+    for table in TERMINAL_TABLES:
+        rendered = table.render(summary, narrow=True)
+        assert rendered.rows, table.id
+        for row in rendered.rows:
+            numbers = [cell for head, cell in zip(rendered.columns, row, strict=True) if head.numeric]
+            pattern = r"\s+".join(re.escape(cell) for cell in numbers) + r"\s*$"
+            assert any(re.search(r"(^|\s)" + pattern, line) for line in lines), (row, proc.stdout)
+    text = " ".join(proc.stdout.split())
+    assert "PB PROVIDER_BLOCK" in text and "conditions: A = Model only;" in text and " pts " in text
 
 
 def test_verify_passes_then_names_the_fixture_changed_by_one_byte(tmp_path):

@@ -106,7 +106,7 @@ def test_the_viewer_in_chromium_from_sign_in_to_a_decision(tmp_path, sync_playwr
             assert f"{row['pass']}/{row['n']}" in text and f"{row['pass_rate']:.1%}" in text, row["condition"]
         paired = [c for c in summary["comparisons"] if c["status"] == "ok"]
         assert page.locator("svg.forest circle").count() == len(paired) > 0
-        assert f"{paired[0]['difference']:+.1%}" in page.inner_text("#forest-section")
+        assert f"{paired[0]['difference'] * 100:+.1f} pts" in page.inner_text("#forest-section")
         assert "Fisher exact" in page.inner_text("#balance-section")
         _shot(page, tmp_path, "2-sweep")
 

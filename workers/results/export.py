@@ -11,12 +11,10 @@ nothing half-written; an existing non-empty directory is never touched.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import shutil
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,8 +31,11 @@ from afpbench.workers.errors import ExportError, SweepNotFound
 from afpbench.workers.redact import mask_known
 from afpbench.workers.results.aggregation import snapshot
 from afpbench.workers.results.records import known_secret_values, records_jsonl
-from afpbench.workers.results.summary import SweepSummary
+from afpbench.workers.results.summary import HumanDecisionEntry, SweepSummary
 from afpbench.workers.results.summary_queries import is_latest_result
+from afpbench.workers.results.table_spec import condition_legend
+from afpbench.workers.results.table_text import csv_text, markdown, table_csv
+from afpbench.workers.results.tables import REPORT_TABLES
 from afpbench.workers.store.db import session_scope
 from afpbench.workers.store.models import Cell, Result, Sweep
 from afpbench.workers.sweeps.stored_fixtures import stored_files
@@ -49,7 +50,7 @@ ITEM_FILES = {
     "raw_outputs": ["raw_outputs.jsonl"],
     "scores": ["scores.csv"],
     "excluded": ["excluded.csv"],
-    "summary": ["summary.json", "summary.md", "LIMITATIONS.md"],
+    "summary": ["summary.json", "summary.md", "tables/", "LIMITATIONS.md"],
 }
 Renderer = Callable[[SweepSummary, str], str]
 
@@ -117,6 +118,8 @@ def _write(sweep_id: str, root: Path, renderer: Renderer | None) -> BundleReport
         _text(root / "report.html", renderer(summary, "html"))
     else:
         _text(root / "summary.md", _plain_summary_md(summary))
+    for table in REPORT_TABLES:
+        _text(root / "tables" / f"{table.id}.csv", mask_known(table_csv(table.render(summary)), secrets))
     _text(root / "LIMITATIONS.md", limitations_text(summary, notices))
     missing = missing_items(root, summary)
     status = PUBLISHED if not missing else protocol()["pending_status"]
@@ -161,14 +164,6 @@ def _rubric_yaml(sweep: Sweep) -> str:
     return yaml.safe_dump(body, sort_keys=False, allow_unicode=True, width=100)
 
 
-def _csv(header: list[str], rows: Iterable[Sequence[object]]) -> str:
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(header)
-    writer.writerows(rows)
-    return buf.getvalue()
-
-
 def _scores_csv(session: Session, sweep_id: str) -> str:
     dims = [getattr(Result, d) for d in DIMENSIONS]
     q = (select(col(Cell.id), col(Cell.model_label), col(Cell.condition), col(Cell.fixture_id),
@@ -179,7 +174,7 @@ def _scores_csv(session: Session, sweep_id: str) -> str:
          .where(col(Cell.sweep_id) == sweep_id).order_by(col(Cell.id)))
     header = ["cell_id", "model", "condition", "fixture_id", "fixture_version", "repeat", "state", "scoring_run",
               *DIMENSIONS, "total", "fatal_criterion"]
-    return _csv(header, ([("" if v is None else v) for v in row] for row in session.execute(q)))
+    return csv_text(header, ([("" if v is None else v) for v in row] for row in session.execute(q)))
 
 
 def _excluded_csv(session: Session, sweep_id: str) -> str:
@@ -189,17 +184,15 @@ def _excluded_csv(session: Session, sweep_id: str) -> str:
          .where(col(Cell.sweep_id) == sweep_id, col(Cell.state).in_(EXCLUDED)).order_by(col(Cell.state), col(Cell.id)))
     header = ["cell_id", "model", "condition", "fixture_id", "fixture_version", "repeat", "state", "attempts",
               "reason"]
-    return _csv(header, ([("" if v is None else v) for v in row] for row in session.execute(q)))
-
-
-DECISION_HEAD = ["adjudication_id", "cell_id", "model", "condition", "fixture", "repeat", "from_state", "to_state",
-                 "override", "reviewer", "reason", "decided_at"]
+    return csv_text(header, ([("" if v is None else v) for v in row] for row in session.execute(q)))
 
 
 def _decisions_csv(summary: SweepSummary) -> str:
-    """Every human decision (header only when there is none: the file says so by being there)."""
-    rows = [[d.model_dump()[k] for k in DECISION_HEAD] for d in summary.human_decisions]
-    return _csv(DECISION_HEAD, ([("" if v is None else v) for v in row] for row in rows))
+    """Every human decision, field by field as recorded (header only when there is none: the file says so by
+    being there). The report's table of them is tables/human_decisions.csv."""
+    head = list(HumanDecisionEntry.model_fields)
+    rows = [[d.model_dump()[k] for k in head] for d in summary.human_decisions]
+    return csv_text(head, ([("" if v is None else v) for v in row] for row in rows))
 
 
 def missing_items(root: Path, summary: SweepSummary) -> list[str]:
@@ -275,10 +268,8 @@ def _status_text(status: str, missing: list[str], summary: SweepSummary) -> str:
 
 
 def _plain_summary_md(summary: SweepSummary) -> str:
-    """A minimal table when no renderer is given (the CLI passes api.report's)."""
-    lines = [f"# Summary: {summary.name}", "", "| model | condition | pass/n | pass rate | failures |",
-             "|---|---|---|---|---|"]
-    for r in summary.by_model_condition:
-        rate = "-" if r.pass_rate is None else f"{r.pass_rate:.1%}"
-        lines.append(f"| {r.model} | {r.condition} | {r.passed}/{r.n} | {rate} | {r.failures} |")
+    """Every summary table in Markdown when no renderer is given (the CLI passes api.report's)."""
+    lines = [f"# Summary: {summary.name}", "", condition_legend(summary.conditions)]
+    for table in REPORT_TABLES:
+        lines += ["", *markdown(table.render(summary))]
     return "\n".join(lines) + "\n"

@@ -208,7 +208,7 @@ class SweepSummary(Contract):
 
 
 class RunSummary(Contract):
-    """The parts of a stored SweepSummary that `afpbench run` prints (api/display.py:summary_json), read
+    """The parts of a stored SweepSummary that `afpbench run` prints (api/run_overview.py), read
     without the rest: the per-fixture rows grow with the sweep (10,000 of them took ~0.3 s to validate)."""
 
     model_config = ConfigDict(extra="ignore")

@@ -2,7 +2,7 @@
 exact interval, the excluded counts beside it, and the paired comparisons with their interval; at 80
 and 120 columns every number is on screen whole (text folds, numbers never wrap or get cut).
 
-The summary is built the way `afpbench run` and `status` build it (summary_json over a real SQLite
+The summary is built the way `afpbench run` and `status` build it (run_overview over a real SQLite
 sweep with known states), then rendered by rich to a string. All model output here is SIMULATED.
 """
 
@@ -13,7 +13,9 @@ import re
 import pytest
 from rich.console import Console
 
-from afpbench.api.display import EXCLUDED_ABBREVIATIONS, NO_JUDGES_NOTE, summary_table
+from afpbench.api.display import NO_JUDGES_NOTE, summary_table
+from afpbench.api.run_overview import RunOverview, run_overview
+from afpbench.workers.results.tables import EXCLUDED_ABBREVIATIONS
 from afpbench.workers.store.db import session_scope
 from afpbench.workers.sweeps.progress import progress
 from afpbench.workers.sweeps.spec_loading import parse_spec
@@ -23,9 +25,7 @@ LONG_LABEL = "claude-haiku-4-5-20251001 via a corporate proxy (simulated)"
 EXCLUDED = ("PROVIDER_BLOCK", "INFRA_ERROR", "INVALID_TEST", "GRADER_DISPUTE")
 
 
-def _build(sweep_id: str, judges: list[dict]) -> str:
-    from afpbench.api.display import summary_json
-
+def _build(sweep_id: str, judges: list[dict]) -> RunOverview:
     spec = parse_spec({"name": "summary layout", "judges": judges, "models": [
         {"provider": "sim", "model": "sim-1", "label": "sim-short"},
         {"provider": "sim", "model": "sim-2", "label": LONG_LABEL}]})
@@ -43,16 +43,16 @@ def _build(sweep_id: str, judges: list[dict]) -> str:
         second.add("C", "P05", "PROVIDER_BLOCK", reason="x")
         second.add("D", "P05", "INVALID_TEST", reason="x")
         second.add("D", "P06", None)  # unfinished
-    return summary_json(sweep_id, progress(sweep_id), 200, "sqlite:///x.db")
+    return run_overview(sweep_id, progress(sweep_id), 200, "sqlite:///x.db")
 
 
 @pytest.fixture
-def summary(sqlite_url, settings_env) -> dict:
+def summary(sqlite_url, settings_env) -> RunOverview:
     settings_env(AFP_DATABASE_URL=sqlite_url)
     return _build("layout", [{"provider": "sim", "model": "judge"}])
 
 
-def render(summary: dict, width: int) -> str:
+def render(summary: RunOverview, width: int) -> str:
     console = Console(width=width, record=True, color_system=None)
     console.print(summary_table(summary))
     return console.export_text()
@@ -72,7 +72,7 @@ def test_every_rate_its_interval_and_the_excluded_counts_are_whole_on_one_line(s
     text = render(summary, width)
     lines = text.splitlines()
     assert max(len(line) for line in lines) <= width, "the summary fits the terminal"
-    rows = summary["by_model_condition"]
+    rows = summary.model_dump(mode="json")["by_model_condition"]
     assert len(rows) == 8 and {r["model"] for r in rows} == {"sim-short", LONG_LABEL}
     for row in rows:
         low, high = row["pass_rate_ci95"]
@@ -85,15 +85,16 @@ def test_every_rate_its_interval_and_the_excluded_counts_are_whole_on_one_line(s
 
 @pytest.mark.parametrize("width", [80, 120])
 def test_paired_comparisons_show_difference_interval_and_p_whole(summary, width):
-    """Rule: every paired comparison with its difference, Newcombe interval, exact McNemar p and pairs."""
+    """Rule: every paired comparison with its difference and Newcombe interval in percentage points, exact
+    McNemar p and pairs."""
     text = render(summary, width)
     lines = text.splitlines()
-    ok = [c for c in summary["comparisons"] if c["status"] == "ok"]
-    assert len(ok) == 8, summary["comparisons"]
+    ok = [c for c in summary.model_dump(mode="json")["comparisons"] if c["status"] == "ok"]
+    assert len(ok) == 8, summary.comparisons
     for c in ok:
         low, high = c["difference_ci95"]
-        pattern = (rf"{c['comparison']}\s+{re.escape(_pts(c['difference']))}\s+"
-                   rf"{re.escape(_pts(low))} to {re.escape(_pts(high))}\s+{re.escape(format(c['p_value'], '.3g'))}"
+        pattern = (rf"{c['comparison']}\s+{re.escape(_pts(c['difference']))} pts\s+"
+                   rf"{re.escape(_pts(low))} to {re.escape(_pts(high))} pts\s+{re.escape(format(c['p_value'], '.3g'))}"
                    rf"\s+{c['n_pairs']}\s*$")
         assert any(re.search(pattern, line) for line in lines), (c, text)
 
@@ -102,7 +103,7 @@ def test_paired_comparisons_show_difference_interval_and_p_whole(summary, width)
 def test_nothing_is_cut_labels_fold_and_the_legend_names_every_abbreviation(summary, width):
     """Rule: abbreviate with a legend, never cut: no ellipsis but the seal's, the long label folds whole."""
     text = render(summary, width)
-    assert text.count("…") == 1 and f"seal {summary['seal'][:16]}…" in text
+    assert text.count("…") == 1 and f"seal {summary.seal[:16]}…" in text
     for state, short in EXCLUDED_ABBREVIATIONS.items():
         assert f"{short} {state}" in " ".join(text.split()), f"legend lacks {short}"
     folded = "".join(text.split())
@@ -114,17 +115,18 @@ def test_a_sweep_without_judges_says_why_every_cell_is_grader_dispute(sqlite_url
     """Rule: with `judges: []` the summary says why every answered cell ends GRADER_DISPUTE."""
     settings_env(AFP_DATABASE_URL=sqlite_url)
     without = _build("nojudge", [])
-    assert without["judges"] == []
+    assert without.judges == []
     text = " ".join(render(without, 80).split())
     assert " ".join(NO_JUDGES_NOTE.split()) in text
     with_judge = _build("judged", [{"provider": "sim", "model": "judge", "label": "the judge"}])
-    assert with_judge["judges"] == ["the judge"]
+    assert with_judge.judges == ["the judge"]
     assert "no judges" not in render(with_judge, 80)
 
 
 def test_json_keeps_its_keys_and_adds_the_per_model_reading(summary):
     """Rule: --json content unchanged (same keys as before), with the per-model rows, comparisons and the
     no-scored-cell line (None here: cells were scored) added."""
+    summary = summary.model_dump(mode="json")
     before = {"sweep_id", "name", "simulated", "status", "seal", "cells", "done", "by_phase", "by_state",
               "by_condition", "pass_rate_by_condition", "attempts", "exclusion_balance", "notices", "database"}
     assert before <= set(summary)

@@ -13,8 +13,9 @@ import math
 import pytest
 from rich.console import Console
 
-from afpbench.api.display import summary_json, summary_table
+from afpbench.api.display import summary_table
 from afpbench.api.report import render_report
+from afpbench.api.run_overview import run_overview
 from afpbench.scoring.balance import ALPHA, balance_test, exclusion_balance, share_of
 from afpbench.scoring.rates import EXCLUDED, UNFINISHED
 from afpbench.workers.results.aggregation import snapshot
@@ -127,8 +128,8 @@ def test_the_summary_and_every_report_format_show_and_flag_it(unbalanced):
 
 
 def test_the_terminal_summary_and_json_carry_it_briefly(unbalanced):
-    data = summary_json(unbalanced, progress(unbalanced), 40, "sqlite:///x")
-    assert data["exclusion_balance"] == snapshot(unbalanced).exclusion_balance.model_dump(mode="json"), \
+    data = run_overview(unbalanced, progress(unbalanced), 40, "sqlite:///x")
+    assert data.exclusion_balance == snapshot(unbalanced).exclusion_balance, \
         "run --json and the report give the same reading"
     out = io.StringIO()
     Console(file=out, width=200).print(summary_table(data))

@@ -212,7 +212,7 @@ def test_exact_mcnemar_on_discordant_pairs():
     assert test.difference == pytest.approx(0.4)
     low, high = test.difference_ci95
     assert -1 <= low < 0.4 < high <= 1
-    assert test.reading.startswith("C vs B: pass rate difference +40.0%") and "p = 0.03857" in test.reading
+    assert test.reading.startswith("C vs B: pass rate difference +40.0 pts") and "p = 0.03857" in test.reading
 
 
 def test_no_matched_pairs_reads_so_and_carries_no_p_value():

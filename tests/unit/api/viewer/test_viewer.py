@@ -235,8 +235,8 @@ def test_the_forest_plot_has_a_zero_line_and_one_row_per_comparison():
                              both_pass=5, b=1, c=4, both_fail=4, p_value=0.375, difference=-0.214,
                              difference_ci95=(-0.49, 0.1), reading="r") for a, b in [("C", "B"), ("D", "C")]]
     svg = forest_plot(rows, multi_model=True)
-    assert svg.count("<circle") == 2 and 'stroke="#000"' in svg and "+0%" in svg
-    assert "&lt;m&gt;: C vs B" in svg and "<m>" not in svg and "-21.4% [-49.0%, +10.0%] p=0.375 n=14" in svg
+    assert svg.count("<circle") == 2 and 'stroke="#000"' in svg and "+0 pts" in svg
+    assert "&lt;m&gt;: C vs B" in svg and "<m>" not in svg and "-21.4 pts [-49.0 to +10.0 pts] p=0.375 n=14" in svg
 
 
 def test_afpbench_view_prints_the_sweep_url_and_serves_it_on_loopback(ids, sqlite_url, tmp_path):

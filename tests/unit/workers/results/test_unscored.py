@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from afpbench.api.display import summary_json, summary_table
+from afpbench.api.display import summary_table
 from afpbench.api.report import render_report
+from afpbench.api.run_overview import run_overview
 from afpbench.workers.results.aggregation import snapshot
 from afpbench.workers.results.unscored import why_unscored
 from afpbench.workers.store.db import session_scope
@@ -49,7 +50,7 @@ def test_an_all_dispute_sweep_says_nothing_was_measured_and_why(sqlite_url, sett
     assert 'id="nothing-scored"' in html and html.index("nothing-scored") < html.index("<figure>")
     assert "Pass rate by condition with exact 95% interval" not in html, "no empty rate chart"
     console = Console(width=120, record=True, color_system=None)
-    console.print(summary_table(summary_json("disputes", progress("disputes"), 9, "sqlite:///x.db")))
+    console.print(summary_table(run_overview("disputes", progress("disputes"), 9, "sqlite:///x.db")))
     text = console.export_text().splitlines()
     assert text[1].startswith("no cell was scored: all 9 finished cells"), text[:3]
 
