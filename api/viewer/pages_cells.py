@@ -21,6 +21,7 @@ from afpbench.fixtures.schema import DIMENSIONS, FatalCriterionId
 from afpbench.scoring.states import ResultState
 from afpbench.workers.grading import adjudication
 from afpbench.workers.results.records import run_record
+from afpbench.workers.results.table_spec import condition_legend
 from afpbench.workers.store.db import session_scope
 from afpbench.workers.store.models import Cell, saved_id
 
@@ -81,6 +82,7 @@ def _compare_page(session: Session, request: Request, sweep_id: str, fixture_id:
     body = [
         v.para(f"fixture {fixture_id}, repeat {repeat}, model {models[chosen]}: the same task and evidence under "
                "each condition; only the system instruction differs", "muted"),
+        v.para(condition_legend(CONDITIONS), "muted"),
         v.Safe(_choice_links("model", sorted(models.items(), key=lambda kv: kv[1]), chosen,
                              lambda h: f"{here}?model={v.seg(h)}&repeat=1")),
         v.Safe(_choice_links("repeat", [(str(n), str(n)) for n in repeats], str(repeat),

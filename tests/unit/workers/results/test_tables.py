@@ -64,11 +64,13 @@ def _terminal(sweep_id: str, width: int) -> str:
     return console.export_text()
 
 
-def _viewer_page(sweep_id: str) -> str:
+def _viewer_page(sweep_id: str, below: str = "") -> str:
     client = TestClient(create_app(runtime=False))
     assert client.post("/view/login", data={"token": TOKEN, "next": "/view/"},
                        follow_redirects=False).status_code == 303
-    return client.get(f"/view/sweeps/{sweep_id}").text
+    page = client.get(f"/view/sweeps/{sweep_id}{below}")
+    assert page.status_code == 200, page.text
+    return page.text
 
 
 def _api_report(sweep_id: str) -> dict:
@@ -151,7 +153,7 @@ def test_the_condition_letters_are_spelled_out_wherever_a_result_is_shown(sweep,
     summary = snapshot(sweep, interim=None)
     assert legend in " ".join(_terminal(sweep, 80).split())
     assert legend in render_report(summary, "md") and legend in render_report(summary, "html")
-    assert legend in _viewer_page(sweep)
+    assert legend in _viewer_page(sweep) and legend in _viewer_page(sweep, "/fixtures/P01?repeat=1")
     export_bundle(sweep, tmp_path / "b", renderer=render_report)
     export_bundle(sweep, tmp_path / "plain")
     assert all(legend in (tmp_path / bundle / "summary.md").read_text() for bundle in ("b", "plain"))
