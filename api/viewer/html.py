@@ -79,14 +79,6 @@ def simulated_badge() -> Safe:
     return badge("SIMULATED", "sim")
 
 
-def pct(x: float | None) -> str:
-    return "-" if x is None else f"{x:.1%}"
-
-
-def ci(interval: Sequence[float] | None) -> str:
-    return "-" if not interval else f"{interval[0]:.1%} to {interval[1]:.1%}"
-
-
 def table(header: Sequence[str], rows: Iterable[Sequence[Cell]], cls: str = "", tid: str = "") -> Safe:
     head = "".join(f"<th>{e(c)}</th>" for c in header)
     body = "".join("<tr>" + "".join(f"<td>{h(c)}</td>" for c in row) + "</tr>" for row in rows)
