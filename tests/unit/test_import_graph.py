@@ -29,6 +29,7 @@ WORKERS_ORDER: tuple[tuple[str, ...], ...] = (
     ("sweeps",),
     ("sim", "localmodel"),
     ("results",),
+    ("planning",),
     ("grading",),
     ("cells",),
     ("runs",),
