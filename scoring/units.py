@@ -26,8 +26,13 @@ def points(difference: float, places: int = 1) -> str:
     return f"{_signed(difference, places)} {POINTS}"
 
 
-def points_interval(low: float, high: float, places: int = 1) -> str:
-    return f"{_signed(low, places)} to {_signed(high, places)} {POINTS}"
+def points_size(size: float, places: int = 1) -> str:
+    """A size of difference, unsigned (a minimum detectable difference): "35.0 pts"."""
+    return f"{size * 100:.{places}f} {POINTS}"
+
+
+def points_interval(low: float, high: float, places: int = 1, unit: bool = True) -> str:
+    return f"{_signed(low, places)} to {_signed(high, places)}" + f" {POINTS}" * unit
 
 
 def _signed(difference: float, places: int) -> str:

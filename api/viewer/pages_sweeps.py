@@ -23,7 +23,7 @@ from afpbench.api.viewer.result_tables import results_table
 from afpbench.api.viewer.routing import ViewerRoute
 from afpbench.workers import runs
 from afpbench.workers.results import tables
-from afpbench.workers.results.summary import PairedComparison, SweepSummary
+from afpbench.workers.results.summary import PairedComparison, PendingComparison, SweepSummary
 from afpbench.workers.results.table_spec import condition_legend
 from afpbench.workers.store.db import session_scope
 from afpbench.workers.store.models import Cell, Phase, Sweep, saved_id
@@ -84,8 +84,16 @@ def _comparisons(s: SweepSummary) -> v.Safe:
     plot = (v.Safe(f"<figure>{forest_plot(paired, len(s.models) > 1)}<figcaption>paired on model, fixture and "
                    "repeat; difference in percentage points with Newcombe's interval; green: first condition "
                    "better, red: worse, blue: the interval includes zero</figcaption></figure>")
-            if paired else v.para("no comparison has matched pairs yet", "muted"))
+            if paired else v.para(_why_no_pairs(s), "muted"))
     return v.join([plot, results_table(tables.COMPARISONS.render(s))])
+
+
+def _why_no_pairs(s: SweepSummary) -> str:
+    if not s.comparisons:
+        return "one condition ran: nothing to compare"
+    if all(isinstance(c, PendingComparison) for c in s.comparisons):
+        return f"paired comparisons: {s.comparisons[0].reading}"
+    return "no comparison has matched pairs yet: no fixture and repeat is scored under both of its conditions"
 
 
 def _balance(s: SweepSummary) -> v.Safe:

@@ -30,6 +30,7 @@ from afpbench.scoring.rates import (
 )
 from afpbench.workers.errors import SweepNotFound
 from afpbench.workers.memory import return_freed_memory
+from afpbench.workers.results.comparison_rows import paired_comparisons
 from afpbench.workers.results.decisions import human_decisions
 from afpbench.workers.results.summary import (
     FIXTURE_ROWS,
@@ -42,13 +43,7 @@ from afpbench.workers.results.summary import (
     joined,
     labelled,
 )
-from afpbench.workers.results.summary_queries import (
-    COMPARISONS,
-    paired_comparisons,
-    scored_groups,
-    state_counts,
-    sweep_cost,
-)
+from afpbench.workers.results.summary_queries import scored_groups, state_counts, sweep_cost
 from afpbench.workers.results.unscored import why_unscored
 from afpbench.workers.results.written_calls import written_tool_call_cells
 from afpbench.workers.store.db import JsonText, session_scope
@@ -146,6 +141,7 @@ def _compute(session: Session, sweep: Sweep, interim: bool | None) -> ComputedSu
     unfinished = counts.total.get(UNFINISHED, 0)
     complete = unfinished == 0 and sweep.status == SweepStatus.complete
     conditions = counts.conditions
+    family = spec.comparison_family()
     high_risk = high_risk_readiness(counts, labels, HIGH_RISK_MIN_REPEATS)
     simulated_parts: list[Literal["models", "judges"]] = []
     if any(m.simulated for m in spec.models):
@@ -184,8 +180,9 @@ def _compute(session: Session, sweep: Sweep, interim: bool | None) -> ComputedSu
         output_tokens=tokens,
         cost=sweep_cost(session, sweep.id, models, labels),
         high_risk=high_risk,
-        comparisons=paired_comparisons(session, sweep.id, conditions, labels, high_risk.ready),
-        exclusion_balance=exclusion_balance(counts.by_model_condition, labels, COMPARISONS),
+        comparisons=paired_comparisons(session, sweep.id, family, conditions, labels, high_risk.ready,
+                                       (sweep.seal_components or {}).get("plan")),
+        exclusion_balance=exclusion_balance(counts.by_model_condition, labels, family),
         human_decisions=human_decisions(session, sweep.id),
         # Read only when the counts show no scored cell: the reasons need a pass over the cells.
         no_scored_cell=why_unscored(session, sweep.id) if _nothing_scored(counts.total) else None,

@@ -18,7 +18,10 @@ from pydantic import ConfigDict, Field, JsonValue
 from pydantic_core import to_json
 
 from afpbench.scoring.balance import ExclusionBalance
+from afpbench.scoring.clustered import ClusteredDifference
+from afpbench.scoring.comparisons import PSource
 from afpbench.scoring.measures import Dimensions, FatalByCriterion, OutputTokens, TokenCounts
+from afpbench.scoring.power_reading import ComparisonReading
 from afpbench.scoring.rates import Contract, HighRiskReadiness, NoPairs, PairedTest, RateBlock
 from afpbench.workers.sweeps.spec import Prices
 
@@ -119,18 +122,26 @@ class UnpairedComparison(NoPairs, ComparisonHead):
 
 
 class PairedComparison(PairedTest, ComparisonHead):
-    pass
+    """One model's comparison of two conditions with matched pairs: the exact pooled figures (Newcombe's
+    interval, exact McNemar p: PairedTest), the fixture-clustered interval, the Holm-adjusted p across the
+    model's comparison family, and what the sweep could have detected (scoring/comparisons.py,
+    scoring/power_reading.py)."""
+
+    clustered: ClusteredDifference = Field(description="fixture-clustered (CR2, Bell-McCaffrey df)")
+    family_p_value: float | None = Field(description="the p the family adjusts (family_p_source says which)")
+    family_p_source: PSource | None
+    holm_p_value: float | None = Field(description="Holm-adjusted across the model's comparison family")
+    family_size: int = Field(description="comparisons with a p-value in the model's family")
+    min_detectable_difference: float | None = Field(
+        description="smallest true difference this sweep's pairs find with 80% power (None: none is)")
+    power_reading: ComparisonReading = Field(description="the interval read against the MDD; never 'no difference'")
+
+    @property
+    def clustered_ci95(self) -> tuple[float, float] | None:
+        return self.clustered.interval
 
 
 Comparison = Annotated[PendingComparison | UnpairedComparison | PairedComparison, Field(discriminator="status")]
-
-
-def comparison(head: ComparisonHead, test: NoPairs | PairedTest) -> UnpairedComparison | PairedComparison:
-    """The paired test of one model under two conditions, with the head that names them."""
-    fields = {**head.model_dump(), **test.model_dump()}
-    if isinstance(test, PairedTest):
-        return PairedComparison.model_validate(fields)
-    return UnpairedComparison.model_validate(fields)
 
 
 class HumanDecisionEntry(Contract):

@@ -1,31 +1,20 @@
 """The GROUP BY queries a sweep's summary is computed from (aggregation.py): cells counted by state,
-scored cells grouped with their latest result and judged attempt, tokens and cost per model, and the
-matched units of each paired comparison. Python only ever sees grouped rows.
+scored cells grouped with their latest result and judged attempt, tokens and cost per model (the matched
+units of the paired comparisons: comparison_rows.py). Python only ever sees grouped rows.
 """
 
 from __future__ import annotations
 
-from sqlalchemy import ColumnElement, case, exists, func, select
+from sqlalchemy import ColumnElement, exists, func, select
 from sqlalchemy.orm import aliased
 from sqlmodel import Session, col
 
 from afpbench.scoring.measures import COST_RULE, MEANS, ScoredGroup, Sum, TokenCounts, token_cost
-from afpbench.scoring.rates import (
-    SCORED,
-    PairUnit,
-    StateCounts,
-    StateRow,
-    compare,
-    pair_tables,
-    pending_reading,
-)
+from afpbench.scoring.rates import SCORED, StateCounts, StateRow
 from afpbench.workers.providers.families import adapter_for
-from afpbench.workers.results.summary import Comparison, ComparisonHead, Cost, CostRow, PendingComparison, comparison
+from afpbench.workers.results.summary import Cost, CostRow
 from afpbench.workers.store.models import Attempt, Cell, Phase, Result
-from afpbench.workers.sweeps.spec import HIGH_RISK_MIN_REPEATS, ModelSpec
-
-COMPARISONS = (("C", "B"), ("D", "C"), ("C", "A"), ("B", "A"))
-PENDING_READING = pending_reading(HIGH_RISK_MIN_REPEATS)
+from afpbench.workers.sweeps.spec import ModelSpec
 
 
 def state_counts(session: Session, sweep_id: str) -> StateCounts:
@@ -101,39 +90,3 @@ def sweep_cost(session: Session, sweep_id: str, models: dict[str, ModelSpec], la
                             if model else None,
                             prices=model.prices if model else None))
     return Cost(by_model=rows, sweep_usd=sum(r.usd for r in rows if r.usd is not None), rule=COST_RULE)
-
-
-# ---------------------------------------------------------------- paired comparisons
-
-
-def _pair_units(session: Session, sweep_id: str, conditions: list[str]) -> list[PairUnit]:
-    """Matched units (model, fixture, version, repeat) with each condition's scored state, counted by
-    (model_hash, state under each condition). One GROUP BY over the cell table, no self-join: the
-    plan cannot turn quadratic, whatever the planner's statistics."""
-    per_condition = [func.max(case((col(Cell.condition) == c, Cell.state))).label(f"s_{c}") for c in conditions]
-    units = (select(col(Cell.model_hash), *per_condition)
-             .where(col(Cell.sweep_id) == sweep_id, col(Cell.phase) == Phase.done, col(Cell.state).in_(SCORED))
-             .group_by(Cell.model_hash, Cell.fixture_id, Cell.fixture_version, col(Cell.repeat))
-             .subquery())
-    cols = [units.c.model_hash, *[units.c[f"s_{c}"] for c in conditions]]
-    q = select(*cols, func.count().label("units")).group_by(*cols)
-    return [PairUnit(model_hash=r.model_hash, states={c: r._mapping[f"s_{c}"] for c in conditions}, units=r.units)
-            for r in session.execute(q).all()]
-
-
-def paired_comparisons(session: Session, sweep_id: str, conditions: list[str], labels: dict[str, str],
-                 ready: bool) -> list[Comparison]:
-    out: list[Comparison] = []
-    units = _pair_units(session, sweep_id, conditions) if ready else []
-    for first, second in COMPARISONS:
-        if first not in conditions or second not in conditions:
-            continue
-        tables = pair_tables(units, first, second)
-        for h in sorted(labels, key=lambda k: (labels[k], k)):
-            head = ComparisonHead(model=labels[h], model_hash=h, comparison=f"{first} vs {second}",
-                                  first=first, second=second)
-            if not ready:
-                out.append(PendingComparison(**head.model_dump(), reading=PENDING_READING))
-            else:
-                out.append(comparison(head, compare(first, second, tables.get(h, {}))))
-    return out

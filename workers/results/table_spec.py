@@ -21,7 +21,7 @@ from pydantic import Field
 
 from afpbench.reference.loader import protocol
 from afpbench.scoring.rates import Contract
-from afpbench.scoring.units import percent, percent_interval, points, points_interval
+from afpbench.scoring.units import percent, percent_interval, points, points_interval, points_size
 
 R = TypeVar("R")
 Row = TypeVar("Row", contravariant=True)  # a column of a base row type serves a table of a derived one
@@ -56,8 +56,11 @@ FRACTION = Format(lambda k_of_n: f"{k_of_n[0]}/{k_of_n[1]}")  # (k, n)
 RATE = Format(percent, lambda x: percent(x, 0))
 RATE_INTERVAL = Format(_pair(percent_interval), _pair(lambda lo, hi: percent_interval(lo, hi, 0, "-")))
 DIFFERENCE = Format(points, lambda x: points(x, 0))  # percentage points
-DIFFERENCE_INTERVAL = Format(_pair(points_interval), _pair(lambda lo, hi: points_interval(lo, hi, 0)))
-P_VALUE = Format(lambda p: f"{p:.4g}", lambda p: f"{p:.3g}")
+DIFFERENCE_SIZE = Format(points_size, lambda x: points_size(x, 0))  # unsigned: a detectable difference
+# At 80 columns an interval drops its unit (the difference beside it and the note say points): the
+# comparisons table holds two of them.
+DIFFERENCE_INTERVAL = Format(_pair(points_interval), _pair(lambda lo, hi: points_interval(lo, hi, 0, unit=False)))
+P_VALUE = Format(lambda p: f"{p:.4g}", lambda p: f"{p:.2g}")
 COUNT_AND_SHARE = Format(lambda c_s: f"{c_s[0]} ({MISSING if c_s[1] is None else percent(c_s[1])})")  # (count, share)
 MEAN_SCORE = Format(lambda x: f"{x:.2f}")
 MEAN_TOKENS = Format(lambda x: f"{x:.1f}")

@@ -35,6 +35,7 @@ from afpbench.workers.results.table_spec import (
     COUNT_AND_SHARE,
     DIFFERENCE,
     DIFFERENCE_INTERVAL,
+    DIFFERENCE_SIZE,
     FLAG,
     FRACTION,
     LABEL,
@@ -107,24 +108,36 @@ FIXTURE_RATES = Table[FixtureConditionRow](
 # ---------------------------------------------------------------- paired comparisons
 
 
-def _paired(read: str):
-    return lambda c: getattr(c, read) if isinstance(c, PairedComparison) else None
+def _paired(read: Callable[[PairedComparison], object]) -> Callable[[Comparison], object]:
+    return lambda c: read(c) if isinstance(c, PairedComparison) else None
 
 
 COMPARISONS = Table[Comparison](
     "comparisons", "Paired comparisons (same model, fixture and repeat): first minus second",
     (MODEL,
-     Column("comparison", "comparison", attrgetter("comparison"), LABEL, short="compare"),
-     Column("difference", "difference", _paired("difference"), DIFFERENCE, short="diff"),
-     Column("difference_ci95", "95% CI (Newcombe)", _paired("difference_ci95"), DIFFERENCE_INTERVAL, short="95% CI"),
-     Column("p_value", "p (exact McNemar)", _paired("p_value"), P_VALUE, short="McNemar p"),
+     Column("comparison", "comparison", attrgetter("comparison"), LABEL, short="pair"),
      Column("n_pairs", "pairs", lambda c: c.n_pairs if isinstance(c, PairedComparison | UnpairedComparison)
             else None, COUNT),
+     Column("difference", "difference", _paired(attrgetter("difference")), DIFFERENCE, short="diff"),
+     Column("difference_ci95", "95% CI (Newcombe)", _paired(attrgetter("difference_ci95")), DIFFERENCE_INTERVAL,
+            short="CI-N", legend=True),
+     Column("p_value", "p (exact McNemar)", _paired(attrgetter("p_value")), P_VALUE, short="p-McN", legend=True),
+     Column("clustered_ci95", "95% CI (fixture-clustered)", _paired(attrgetter("clustered_ci95")),
+            DIFFERENCE_INTERVAL, short="CI-F", legend=True),
+     Column("holm_p_value", "p (Holm-adjusted)", _paired(attrgetter("holm_p_value")), P_VALUE, short="p-Holm",
+            legend=True),
+     Column("min_detectable_difference", "minimum detectable difference",
+            _paired(attrgetter("min_detectable_difference")), DIFFERENCE_SIZE, short="MDD", legend=True),
      Column("status", "status", attrgetter("status"), LABEL, wide=True),
+     Column("power_reading", "reading against the MDD", _paired(lambda c: c.power_reading.text), TEXT, wide=True),
      Column("reading", "reading", attrgetter("reading"), TEXT, wide=True)),
     lambda s: sorted(s.comparisons, key=attrgetter("model")),  # stable: each model's comparisons together
     "difference in pass rate, first condition minus second, in percentage points, with Newcombe's paired 95% "
-    "interval; exact McNemar test on the discordant pairs")
+    "interval and the exact McNemar test (pairs pooled), and the fixture-clustered 95% interval (CR2 standard "
+    "error, t on Bell-McCaffrey degrees of freedom: a claim about fixtures in general); the Holm adjustment "
+    "runs over each model's comparisons; the minimum detectable difference is what this sweep's pairs find "
+    "with 80% power, and an interval that includes zero is read against it (UNDERPOWERED, never "
+    "'no difference')")
 
 
 # ---------------------------------------------------------------- scores, fatal failures, tokens

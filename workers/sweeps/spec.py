@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from afpbench.reference.hashing import json_sha256
+from afpbench.scoring.comparison_family import ConditionPair, declared_family, default_family
 from afpbench.workers.limits.base import Limits
 from afpbench.workers.providers import key_policy
 from afpbench.workers.providers.families import PROVIDERS
@@ -138,6 +139,28 @@ class DisputeRuleSpec(StrictModel):
     max_parse_retries: Count = Field(default=2, ge=0, le=5)
 
 
+class JudgeCheckSpec(StrictModel):
+    """A few calls to each judge on the calibration answers before the sweep (workers/grading/judge_check.py):
+    a judge that gives no usable judgement stops the run. `enabled: null` (the default): on for every judge
+    that is not simulated."""
+
+    enabled: bool | None = None
+    answers: Count = Field(default=4, ge=1, le=20)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        return {"enabled": data} if isinstance(data, bool) else data
+
+    def applies_to(self, judge: ModelSpec) -> bool:
+        return (not judge.simulated) if self.enabled is None else self.enabled
+
+
+# Keys of the resolved spec left out while they hold their default (None): a spec written before they
+# existed resolves, and so seals, exactly as it did.
+_LEFT_OUT_AT_DEFAULT = ("comparisons", "judge_check")
+
+
 def _judges_required(schema: dict[str, Any]) -> None:
     """The JSON schema (OpenAPI) shows `judges` as required, which is what the validator enforces."""
     schema["properties"]["judges"].pop("default", None)
@@ -161,6 +184,9 @@ class SweepSpec(StrictModel):
     high_risk_repeats: Count = Field(default=HIGH_RISK_MIN_REPEATS, ge=1, le=1000)
     pass_rule: PassRuleSpec = Field(default_factory=PassRuleSpec)
     dispute_rule: DisputeRuleSpec = Field(default_factory=DisputeRuleSpec)
+    # Pairs of conditions, ["D", "A"] or "D vs A" (first minus second); null: every pair of `conditions`.
+    comparisons: list[list[str] | str] | None = None
+    judge_check: JudgeCheckSpec | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -200,10 +226,31 @@ class SweepSpec(StrictModel):
             raise ValueError("two models have the same provider, model, base_url and params")
         return self
 
+    @model_validator(mode="after")
+    def _comparisons(self) -> SweepSpec:
+        if self.comparisons is not None:  # checked whole (comparison_family.py), stored as [first, second]
+            family = declared_family(self.comparisons, self.conditions)
+            self.comparisons = [[p.first, p.second] for p in family]
+        return self
+
+    def comparison_family(self) -> list[ConditionPair]:
+        """The comparisons this sweep reports, Holm runs over and `plan` plans: declared, else every pair."""
+        if self.comparisons is None:
+            return default_family(self.conditions)
+        return declared_family(self.comparisons)
+
+    def judge_check_settings(self) -> JudgeCheckSpec:
+        return self.judge_check or JudgeCheckSpec()
+
     def high_risk_repeat_count(self) -> int:
         """High-risk fixtures need at least three repeats per condition before comparisons publish."""
         return max(self.high_risk_repeats, self.repeats, HIGH_RISK_MIN_REPEATS)
 
     def resolved(self) -> dict[str, Any]:
-        """The spec with every default filled in: what is stored and sealed."""
-        return self.model_dump(mode="json")
+        """The spec with every default filled in: what is stored and sealed (comparisons and judge_check
+        only when written: their defaults follow from the rest)."""
+        data = self.model_dump(mode="json")
+        for key in _LEFT_OUT_AT_DEFAULT:
+            if data[key] is None:
+                del data[key]
+        return data

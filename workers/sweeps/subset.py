@@ -6,6 +6,8 @@ exactly which subset ran. `--limit N` keeps the first N fixtures in id order (af
 way lm-eval's `--limit` keeps the first N samples: deterministic, and every kept fixture runs under
 every kept condition, so paired comparisons stay paired. High-risk fixtures keep their repeat rule
 (at least 3 per condition), so a limited run may have more than N cells per model and condition.
+`--conditions` keeps the declared comparisons its conditions still make (none left: every pair of the
+kept conditions): a subset compares what it runs.
 """
 
 from __future__ import annotations
@@ -61,6 +63,9 @@ def apply_subset(spec: SweepSpec, subset: Subset, source: str = "spec") -> Sweep
                           if any(_model_matches(m, n, d) for n in subset.models)]
     if subset.conditions is not None:
         data["conditions"] = [c.upper() for c in subset.conditions]
+        if data.get("comparisons") is not None:  # the declared pairs the kept conditions still make
+            kept = [p for p in data["comparisons"] if set(p) <= set(data["conditions"])]
+            data["comparisons"] = kept or None  # none left: every pair of what runs
     if subset.repeats is not None:
         data["repeats"] = subset.repeats
     if subset.fixtures is not None:

@@ -85,17 +85,25 @@ def test_every_rate_its_interval_and_the_excluded_counts_are_whole_on_one_line(s
 
 @pytest.mark.parametrize("width", [80, 120])
 def test_paired_comparisons_show_difference_interval_and_p_whole(summary, width):
-    """Rule: every paired comparison with its difference and Newcombe interval in percentage points, exact
-    McNemar p and pairs."""
+    """Rule: every paired comparison of the family (all six pairs of A-D) with its pairs, difference and
+    Newcombe interval in percentage points, exact McNemar p, the fixture-clustered interval, the
+    Holm-adjusted p and the minimum detectable difference, on one line."""
     text = render(summary, width)
     lines = text.splitlines()
     ok = [c for c in summary.model_dump(mode="json")["comparisons"] if c["status"] == "ok"]
-    assert len(ok) == 8, summary.comparisons
+    assert len(ok) == 12, summary.comparisons
+
+    def interval(pair: list[float] | None) -> str:
+        return "-" if pair is None else f"{re.escape(_pts(pair[0]))} to {re.escape(_pts(pair[1]))}"
+
+    def p(value: float | None) -> str:
+        return "-" if value is None else re.escape(format(value, ".2g"))
+
     for c in ok:
-        low, high = c["difference_ci95"]
-        pattern = (rf"{c['comparison']}\s+{re.escape(_pts(c['difference']))} pts\s+"
-                   rf"{re.escape(_pts(low))} to {re.escape(_pts(high))} pts\s+{re.escape(format(c['p_value'], '.3g'))}"
-                   rf"\s+{c['n_pairs']}\s*$")
+        mdd = "-" if c["min_detectable_difference"] is None else f"{c['min_detectable_difference'] * 100:.0f} pts"
+        pattern = (rf"{c['comparison']}\s+{c['n_pairs']}\s+{re.escape(_pts(c['difference']))} pts\s+"
+                   rf"{interval(c['difference_ci95'])}\s+{p(c['p_value'])}\s+{interval(c['clustered']['interval'])}"
+                   rf"\s+{p(c['holm_p_value'])}\s+{mdd}\s*$")
         assert any(re.search(pattern, line) for line in lines), (c, text)
 
 

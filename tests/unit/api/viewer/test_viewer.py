@@ -25,6 +25,8 @@ from afpbench.api.http.app import create_app
 from afpbench.api.viewer.auth import COOKIE, SESSION_CONTEXT, safe_next
 from afpbench.api.viewer.forest import forest_plot
 from afpbench.api.viewer.highlight import mark_quotes
+from afpbench.scoring.clustered import ClusterTable, clustered_difference
+from afpbench.scoring.power_reading import read_comparison
 from afpbench.workers.results.aggregation import snapshot
 from afpbench.workers.results.summary import PairedComparison
 from afpbench.workers.store.db import session_scope
@@ -231,9 +233,14 @@ def test_marks_merge_overlapping_quotes_and_escape_inside_them():
 
 def test_the_forest_plot_has_a_zero_line_and_one_row_per_comparison():
     """Forest plot: one point and interval per paired comparison, the zero line, labels escaped."""
+    clustered = clustered_difference([ClusterTable("P01", 3, 1, 2, 2), ClusterTable("P02", 2, 0, 2, 2)])
     rows = [PairedComparison(model="<m>", model_hash="h", comparison=f"{a} vs {b}", first=a, second=b, n_pairs=14,
                              both_pass=5, b=1, c=4, both_fail=4, p_value=0.375, difference=-0.214,
-                             difference_ci95=(-0.49, 0.1), reading="r") for a, b in [("C", "B"), ("D", "C")]]
+                             difference_ci95=(-0.49, 0.1), reading="r", clustered=clustered,
+                             family_p_value=clustered.p_value, family_p_source="clustered", holm_p_value=0.5,
+                             family_size=2, min_detectable_difference=0.4,
+                             power_reading=read_comparison(f"{a} vs {b}", -0.214, clustered.interval, 0.4, 0.1))
+            for a, b in [("C", "B"), ("D", "C")]]
     svg = forest_plot(rows, multi_model=True)
     assert svg.count("<circle") == 2 and 'stroke="#000"' in svg and "+0 pts" in svg
     assert "&lt;m&gt;: C vs B" in svg and "<m>" not in svg and "-21.4 pts [-49.0 to +10.0 pts] p=0.375 n=14" in svg

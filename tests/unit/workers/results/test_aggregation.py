@@ -7,7 +7,7 @@ from sqlmodel import func, select
 
 from afpbench.workers.cells.finish import aggregate_now
 from afpbench.workers.results import aggregation
-from afpbench.workers.results.summary_queries import PENDING_READING
+from afpbench.workers.results.comparison_rows import PENDING_READING
 from afpbench.workers.store.db import session_scope
 from afpbench.workers.store.models import Aggregate, Attempt, Result, SweepStatus
 from afpbench.workers.sweeps.spec_loading import parse_spec

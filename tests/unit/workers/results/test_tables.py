@@ -89,7 +89,7 @@ def test_a_column_added_in_the_one_definition_shows_in_every_medium(sweep, tmp_p
     """Issue 36 acceptance: the dummy column reaches terminal, md/html/json report, API, viewer and export."""
     summary = snapshot(sweep, interim=None)
     paired = [c for c in summary.comparisons if isinstance(c, PairedComparison)]
-    assert len(paired) == 8, summary.comparisons  # 2 models x 4 comparisons, every one with pairs
+    assert len(paired) == 12, summary.comparisons  # 2 models x the 6 pairs of A-D, every one with pairs
     values = sorted({_dummy(c) for c in paired})
     before = render_report(summary, "md") + _terminal(sweep, 120) + _viewer_page(sweep)
     assert not any(v in before for v in values), "the control: no medium writes the value before the column exists"
@@ -131,13 +131,13 @@ def test_a_difference_reads_in_percentage_points_in_every_medium(sweep, tmp_path
     low, high = c.difference_ci95
     full = f"{low * 100:+.1f} to {high * 100:+.1f} pts"
     assert "+50.0 pts" in c.reading and full in c.reading
-    assert "| sim-one | C vs A | +50.0 pts | " + full in render_report(summary, "md")
+    assert "| sim-one | C vs A | 8 | +50.0 pts | " + full in render_report(summary, "md")
     row = next(r for r in _json_table(json.loads(render_report(summary, "json")), "comparisons")["rows"]
                if r["model"] == "sim-one" and r["comparison"] == "C vs A")
     assert (row["difference"], row["difference_ci95"]) == ("+50.0 pts", full)
     assert f"<td class=\"n\">+50.0 pts</td><td class=\"n\">{full}</td>" in _viewer_page(sweep)
-    narrow = f"{low * 100:+.0f} to {high * 100:+.0f} pts"
-    assert any(line.split()[:6] == ["C", "vs", "A", "+50", "pts", *narrow.split()[:1]] and narrow in line
+    narrow = f"{low * 100:+.0f} to {high * 100:+.0f}"  # at 80 columns an interval's unit is the difference's
+    assert any(line.split()[:7] == ["C", "vs", "A", "8", "+50", "pts", *narrow.split()[:1]] and narrow in line
                for line in _terminal(sweep, 80).splitlines())
     export_bundle(sweep, tmp_path / "b", renderer=render_report)
     exported = next(r for r in csv.DictReader((tmp_path / "b" / "tables" / "comparisons.csv").open())
@@ -169,3 +169,33 @@ def test_every_table_renders_every_row_in_full_and_narrow(sweep):
         assert [c.key for c in narrow.columns] == [c.key for c in table.columns if not c.wide], table.id
     rates = tables.RATES.render(summary, narrow=True)
     assert "PB PROVIDER_BLOCK" in rates.legend and "UF unfinished" in rates.legend
+
+
+def test_the_comparisons_carry_the_same_numbers_in_terminal_report_json_viewer_and_export(sweep, tmp_path):
+    """Acceptance (issue 37): each comparison's pairs, difference, both intervals, McNemar and Holm p and
+    MDD read the same in the terminal (80 columns: no decimals), the JSON report, the viewer and the export."""
+    summary = snapshot(sweep, interim=None)
+    full = tables.COMPARISONS.render(summary)
+    narrow = tables.COMPARISONS.render(summary, narrow=True)
+    keys = ["n_pairs", "difference", "difference_ci95", "p_value", "clustered_ci95", "holm_p_value",
+            "min_detectable_difference"]
+    json_rows = _json_table(json.loads(render_report(summary, "json")), "comparisons")["rows"]
+    export_bundle(sweep, tmp_path / "b", renderer=render_report)
+    csv_rows = list(csv.DictReader((tmp_path / "b" / "tables" / "comparisons.csv").open(encoding="utf-8")))
+    page = _viewer_page(sweep).split('id="comparisons"', 1)[1].split("</table>", 1)[0]
+    terminal = _terminal(sweep, 80).splitlines()
+    assert len(json_rows) == len(csv_rows) == 12
+    assert sum(isinstance(c, PairedComparison) and c.clustered_ci95 is not None for c in summary.comparisons) >= 6
+    for c, j, e in zip(summary.comparisons, json_rows, csv_rows, strict=True):
+        assert isinstance(c, PairedComparison) and j["comparison"] == e["comparison"] == c.comparison
+        assert [j[k] for k in keys] == [e[k] for k in keys]
+        assert j["holm_p_value"] == (f"{c.holm_p_value:.4g}" if c.holm_p_value is not None else "-")
+        interval = c.clustered_ci95
+        assert j["clustered_ci95"] == (f"{interval[0] * 100:+.1f} to {interval[1] * 100:+.1f} pts"
+                                       if interval is not None else "-")
+        assert "".join(f'<td class="n">{j[k]}</td>' for k in keys) in page
+    key_at = [col.key for col in narrow.columns]
+    for row in narrow.rows:
+        shown = " ".join(row[key_at.index(k)] for k in keys)
+        assert any(" ".join(shown.split()) in " ".join(line.split()) for line in terminal), (shown, terminal)
+    assert [r[0] for r in full.rows] == [r[0] for r in narrow.rows]

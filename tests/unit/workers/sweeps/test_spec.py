@@ -100,3 +100,43 @@ def test_the_resolved_spec_parses_again_unchanged():
                        "judges": []})
     again = parse_spec(spec.resolved())
     assert again.resolved() == spec.resolved() and again.models[0].base_url == "http://h:1/v1"
+
+
+def test_comparisons_default_to_every_pair_and_are_left_out_of_the_resolved_spec():
+    """Rule (issue 37): no `comparisons:` compares every pair of the conditions run; the resolved (sealed)
+    spec of such a spec is what it was before the key existed."""
+    spec = parse_spec({"models": [SIM], "judges": [], "conditions": ["D", "A", "C"]})
+    assert [p.label for p in spec.comparison_family()] == ["C vs A", "D vs A", "D vs C"]
+    assert "comparisons" not in spec.resolved() and "judge_check" not in spec.resolved()
+
+
+def test_declared_comparisons_are_sealed_as_pairs_and_a_bad_one_is_named():
+    spec = parse_spec({"models": [SIM], "judges": [], "comparisons": ["D vs A", ["C", "B"]]})
+    assert spec.resolved()["comparisons"] == [["D", "A"], ["C", "B"]]
+    assert parse_spec(spec.resolved()).resolved() == spec.resolved()
+    with pytest.raises(SpecError, match=r"comparisons\[1\] 'A vs D': the same pair as 'D vs A'"):
+        parse_spec({"models": [SIM], "judges": [], "comparisons": ["D vs A", "A vs D"]})
+    with pytest.raises(SpecError, match=r"condition 'B' is not run by this sweep"):
+        parse_spec({"models": [SIM], "judges": [], "conditions": ["A", "D"], "comparisons": [["B", "A"]]})
+
+
+def test_a_condition_subset_keeps_the_declared_pairs_it_still_makes():
+    """Rule: `run --conditions A,D` compares what it runs: declared pairs outside it are dropped, and with
+    none left every pair of the kept conditions is compared."""
+    from afpbench.workers.sweeps.subset import Subset, apply_subset
+
+    spec = parse_spec({"models": [SIM], "judges": [], "comparisons": ["D vs A", "C vs B"]})
+    kept = apply_subset(spec, Subset(conditions=["A", "D"]))
+    assert [p.label for p in kept.comparison_family()] == ["D vs A"]
+    none_left = apply_subset(spec, Subset(conditions=["A", "C"]))
+    assert none_left.comparisons is None and [p.label for p in none_left.comparison_family()] == ["C vs A"]
+
+
+def test_judge_check_is_on_for_real_judges_by_default_and_takes_a_boolean():
+    spec = parse_spec({"models": [SIM], "judges": [SIM, {"provider": "openai", "model": "gpt-x",
+                                                         "api_key_env": "OPENAI_API_KEY"}]})
+    check = spec.judge_check_settings()
+    assert [check.applies_to(j) for j in spec.judges] == [False, True] and check.answers == 4
+    off = parse_spec({"models": [SIM], "judges": [], "judge_check": False})
+    assert off.judge_check is not None and off.judge_check.enabled is False
+    assert off.resolved()["judge_check"] == {"enabled": False, "answers": 4}
