@@ -24,6 +24,7 @@ from afpbench.api import (
     cli_fixtures,
     cli_localmodel,
     cli_loop,
+    cli_plan,
     cli_report,
     cli_results,
     cli_run,
@@ -63,6 +64,7 @@ cli_view.register(app)
 cli_db.register(app)
 cli_localmodel.register(app)
 cli_run.register(app)
+cli_plan.register(app)
 cli_worker.register(app)
 console = Console(stderr=True)
 

@@ -71,7 +71,8 @@ def run(
                 pair.hold()  # the first release waits for the fork below
         freeze_what_is_loaded()  # what is imported by now lives to the end: no collection walks it again
         try:
-            sweep_id = start_sweep(sweep_spec)
+            sweep_id = start_sweep(sweep_spec, on_plan=lambda plan: console.print(
+                plan.headline(), style="dim", highlight=False, markup=False, soft_wrap=True))
         except BaseException:
             if pair is not None:
                 pair.let_go()

@@ -17,6 +17,8 @@ from afpbench.workers.cells.dispatch import release, resend
 from afpbench.workers.cells.finish import aggregate_now, finish_if_done
 from afpbench.workers.errors import RunCancelled, SealMismatch, SweepNotFound
 from afpbench.workers.memory import return_freed_memory
+from afpbench.workers.planning.plan import Plan
+from afpbench.workers.planning.power_plan import power_plan
 from afpbench.workers.settings import get_settings
 from afpbench.workers.store.db import check_database, session_scope
 from afpbench.workers.store.models import Attempt, Cell, Phase, Sweep, SweepStatus, saved_id, utcnow
@@ -55,10 +57,14 @@ def check_services(*, schema: bool = True) -> None:
     check_database(schema=schema)
 
 
-def start_sweep(spec: SweepSpec, *, check_endpoints: bool = True) -> str:
-    """Validate inputs, check our services, preflight endpoints, then seal and write the sweep and all
-    its cells at once."""
+def start_sweep(spec: SweepSpec, *, check_endpoints: bool = True,
+                on_plan: Callable[[Plan], None] | None = None) -> str:
+    """Validate inputs, check our services, preflight endpoints, then plan (on_plan sees it), seal the
+    sweep with its plan and write it and all its cells at once."""
     inputs = load_inputs(spec, with_validity=True)  # raises FixtureError / ReferenceFileError naming the file
+    plan = power_plan(spec, inputs.fixture_facts())
+    if on_plan is not None:
+        on_plan(plan)
     # Writes nothing, so bad input or a refused endpoint leaves no file behind; the schema is checked
     # when the engine is first built, inside create_sweep's transaction, before its first row.
     check_services(schema=False)
@@ -66,7 +72,7 @@ def start_sweep(spec: SweepSpec, *, check_endpoints: bool = True) -> str:
         for model in [*spec.models, *spec.judges]:
             preflight_model(model)
     with session_scope() as session:
-        sweep = create_sweep(session, spec, inputs)
+        sweep = create_sweep(session, spec, inputs, plan.model_dump(mode="json"))
         sweep_id = sweep.id
     remember(sweep_id, sweep.spec, inputs, sweep.validity)
     # Every fixture text read for the creation is now garbage (the run reads them from their rows): hand

@@ -11,6 +11,7 @@ import logging
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlmodel import Session
 
@@ -25,6 +26,7 @@ from afpbench.workers.sweeps.stored_fixtures import forms_not_of_their_texts, wr
 
 log = logging.getLogger(__name__)
 _INSERT_CHUNK = 5000
+PLAN = "plan"  # the seal component holding the plan `run` made before it started (workers/planning/)
 
 
 @dataclass(frozen=True)
@@ -78,9 +80,13 @@ def validity_reports(inputs: SweepInputs) -> dict[str, dict]:
     return gate_all(list(inputs.fixtures.values()), fixture_gate(inputs.instructions, inputs.judge_prompt))
 
 
-def create_sweep(session: Session, spec: SweepSpec, inputs: SweepInputs | None = None) -> Sweep:
+def create_sweep(session: Session, spec: SweepSpec, inputs: SweepInputs | None = None,
+                 plan: dict[str, Any] | None = None) -> Sweep:
+    """The sweep, sealed (with its plan, when given: workers/planning/, `afpbench plan`), and every cell."""
     inputs = inputs or load_inputs(spec, with_validity=True)
     components = seal_components(inputs.seal_inputs())
+    if plan is not None:
+        components[PLAN] = plan
     validity = validity_reports(inputs)
     sweep = Sweep(
         id=uuid.uuid4().hex[:12],
@@ -131,16 +137,24 @@ def create_sweep(session: Session, spec: SweepSpec, inputs: SweepInputs | None =
 def verify_sweep(sweep: Sweep) -> list[str]:
     """Recompute every seal component from the inputs the spec names now; return what changed."""
     inputs = load_inputs(SweepSpec.model_validate(sweep.spec))
-    current = seal_components(inputs.seal_inputs())
-    current["afpbench_version"] = sweep.seal_components.get("afpbench_version")  # code version is informative
+    current = _carried_over(seal_components(inputs.seal_inputs()), sweep)
     return changed_components(sweep.seal_components, current)
+
+
+def _carried_over(current: dict[str, Any], sweep: Sweep) -> dict[str, Any]:
+    """What verify cannot recompute from the inputs, taken as sealed: the code version (informative) and
+    the plan (made from the spec and perhaps a pilot sweep that may have changed since; the seal hash
+    covers it)."""
+    current["afpbench_version"] = sweep.seal_components.get("afpbench_version")
+    if PLAN in sweep.seal_components:
+        current[PLAN] = sweep.seal_components[PLAN]
+    return current
 
 
 def stored_inputs_intact(session: Session, sweep: Sweep) -> list[str]:
     """The stored texts still hash to the seal, and each stored parsed form is its text's parse (guards the
     database copy workers use): what differs, by component (`fixtures/<file> (parsed form)` for a form)."""
     inputs = inputs_for_sweep(session, sweep)
-    current = seal_components(inputs.seal_inputs())
-    current["afpbench_version"] = sweep.seal_components.get("afpbench_version")
+    current = _carried_over(seal_components(inputs.seal_inputs()), sweep)
     forms = forms_not_of_their_texts(session, sweep.id)
     return changed_components(sweep.seal_components, current) + [f"fixtures/{name} (parsed form)" for name in forms]
