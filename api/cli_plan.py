@@ -21,14 +21,22 @@ def plan(
     power: float = typer.Option(0.8, "--power", min=0.5, max=0.999, help="the probability of detecting it"),
     alpha: float = typer.Option(0.05, "--alpha", min=0.0001, max=0.5, help="two-sided significance level"),
     as_json: bool = typer.Option(False, "--json", help="print the plan as JSON on stdout"),
+    no_judge_check: bool = typer.Option(False, "--no-judge-check",
+                                        help="skip trying the judges on calibration answers"),
 ) -> None:
-    """Plan a sweep's power before running it: MDD and repeats needed per comparison (docs/PROTOCOL.md)."""
+    """Plan a sweep's power before running it: MDD and repeats needed per comparison (docs/PROTOCOL.md).
+    Like `run`, it first tries the spec's real judges on a few calibration answers (`judge_check:`)."""
+    from afpbench.workers.grading.judge_check import run_judge_check
     from afpbench.workers.planning.power_plan import power_plan
     from afpbench.workers.sweeps.inputs import load_inputs
     from afpbench.workers.sweeps.spec_loading import demo_spec, load_spec
 
     sweep_spec = load_spec(spec) if spec else demo_spec()
-    made = power_plan(sweep_spec, load_inputs(sweep_spec).fixture_facts(), pilot, detect, power, alpha)
+    inputs = load_inputs(sweep_spec)
+    made = power_plan(sweep_spec, inputs.fixture_facts(), pilot, detect, power, alpha)
+    if not no_judge_check:  # raises JudgeCheckFailed: one line, exit 2
+        run_judge_check(sweep_spec, inputs.judge_prompt,
+                        lambda check: typer.echo(check.line(), err=True))
     if as_json:
         typer.echo(json.dumps(made.model_dump(mode="json"), indent=2))
     else:

@@ -32,6 +32,8 @@ def run(
     models: str | None = typer.Option(None, "--models", help="only these models (label or model name), e.g. sim-1"),
     limit: int | None = typer.Option(None, "--limit", min=1, help="only the first N fixtures in id order"),
     repeats: int | None = typer.Option(None, "--repeats", min=1, max=1000, help="repeats per cell (high-risk: >= 3)"),
+    no_judge_check: bool = typer.Option(False, "--no-judge-check",
+                                        help="skip trying the judges on calibration answers before the sweep"),
 ) -> None:
     """Run a sweep. Embedded by default (SQLite + in-memory broker + in-process worker threads).
 
@@ -71,8 +73,8 @@ def run(
                 pair.hold()  # the first release waits for the fork below
         freeze_what_is_loaded()  # what is imported by now lives to the end: no collection walks it again
         try:
-            sweep_id = start_sweep(sweep_spec, on_plan=lambda plan: console.print(
-                plan.headline(), style="dim", highlight=False, markup=False, soft_wrap=True))
+            sweep_id = start_sweep(sweep_spec, judge_check=not no_judge_check, on_plan=_print_line,
+                                   on_judge_check=_print_line)
         except BaseException:
             if pair is not None:
                 pair.let_go()
@@ -112,6 +114,12 @@ def run(
     else:
         Console().print(summary_table(overview))
     _exit_status(sweep_id)
+
+
+def _print_line(item: object) -> None:
+    """The plan's one line, a judge check's: on stderr, before the sweep starts."""
+    line = item.headline() if hasattr(item, "headline") else item.line()  # type: ignore[attr-defined]
+    console.print(line, style="dim", highlight=False, markup=False, soft_wrap=True)
 
 
 # After a cancel, how long a run waits for calls in flight to come back and record themselves.

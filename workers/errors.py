@@ -117,3 +117,8 @@ class WeightsMismatch(AfpbenchError):
 
 class LocalServerNotReady(DependencyError):
     """The local model server did not answer /health with status ok in time."""
+
+
+class JudgeCheckFailed(DependencyError):
+    """A judge gave no usable judgement on the calibration answers before the sweep (workers/grading/
+    judge_check.py): every cell would await a human. One line names the judge and why; nothing written."""

@@ -16,6 +16,7 @@ from afpbench.workers.cells.completion import open_cells
 from afpbench.workers.cells.dispatch import release, resend
 from afpbench.workers.cells.finish import aggregate_now, finish_if_done
 from afpbench.workers.errors import RunCancelled, SealMismatch, SweepNotFound
+from afpbench.workers.grading.judge_check import JudgeCheck, run_judge_check
 from afpbench.workers.memory import return_freed_memory
 from afpbench.workers.planning.plan import Plan
 from afpbench.workers.planning.power_plan import power_plan
@@ -57,10 +58,12 @@ def check_services(*, schema: bool = True) -> None:
     check_database(schema=schema)
 
 
-def start_sweep(spec: SweepSpec, *, check_endpoints: bool = True,
-                on_plan: Callable[[Plan], None] | None = None) -> str:
-    """Validate inputs, check our services, preflight endpoints, then plan (on_plan sees it), seal the
-    sweep with its plan and write it and all its cells at once."""
+def start_sweep(spec: SweepSpec, *, check_endpoints: bool = True, judge_check: bool = True,
+                on_plan: Callable[[Plan], None] | None = None,
+                on_judge_check: Callable[[JudgeCheck], None] | None = None) -> str:
+    """Validate inputs, plan (on_plan sees it), check our services, preflight endpoints, try the judges on
+    the calibration answers (`judge_check:` in the spec; judge_check=False: `--no-judge-check`), then seal
+    the sweep with its plan and write it and all its cells at once."""
     inputs = load_inputs(spec, with_validity=True)  # raises FixtureError / ReferenceFileError naming the file
     plan = power_plan(spec, inputs.fixture_facts())
     if on_plan is not None:
@@ -71,6 +74,8 @@ def start_sweep(spec: SweepSpec, *, check_endpoints: bool = True,
     if check_endpoints:
         for model in [*spec.models, *spec.judges]:
             preflight_model(model)
+    if judge_check:
+        run_judge_check(spec, inputs.judge_prompt, on_judge_check)  # raises JudgeCheckFailed: nothing written
     with session_scope() as session:
         sweep = create_sweep(session, spec, inputs, plan.model_dump(mode="json"))
         sweep_id = sweep.id
