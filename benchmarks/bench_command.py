@@ -17,8 +17,13 @@ before the sweep (imports, parse and gate, seal), the span and after it, each as
 busy and core-seconds the cores left idle. The span's idle core-seconds are what an in-run gate (fixtures
 gated while the calls run) could use; `--latency-ms` gives the sim's answers a delay like a real call.
 
+`--without` runs the command without pieces of its start-up machinery, each in turn, interleaved with the
+full command (`-`): `cache` (AFP_CACHE_DIR=off), `pair` (AFP_EMBEDDED_PROCESSES=1) or one of
+benchmarks/without/sitecustomize.py, which switches a piece off as its module is imported.
+
     python benchmarks/bench_command.py [--prompts 1000] [--models 1] [--threads 50] [--rounds 3]
-                                       [--python OTHER] [--cache off,cold,warm] [--latency-ms 0] [--out DIR]
+                                       [--python OTHER] [--cache off,cold,warm] [--without -,PIECE,...]
+                                       [--latency-ms 0] [--out DIR]
 """
 
 from __future__ import annotations
@@ -47,16 +52,29 @@ from harness import (
 )
 from versions import add_version_options, interpreters
 
+WITHOUT_DIR = Path(__file__).parent / "without"
+# Pieces of the start-up machinery with a setting of their own; any other goes to without/sitecustomize.py.
+BY_SETTING = {"cache": {"AFP_CACHE_DIR": "off"}, "pair": {"AFP_EMBEDDED_PROCESSES": "1"}}
 
-def run_once(python: str, spec: Path, db: str, threads: int, cache: str = "off") -> dict:
+
+def without_env(piece: str) -> dict[str, str]:
+    """The environment that runs the command without `piece` ("-": nothing removed)."""
+    if piece == "-":
+        return {}
+    if piece in BY_SETTING:
+        return BY_SETTING[piece]
+    return {"AFP_BENCH_WITHOUT": piece, "PYTHONPATH": f"{WITHOUT_DIR}{os.pathsep}{REPO}"}
+
+
+def run_once(python: str, spec: Path, db: str, threads: int, cache: str = "off", without: str = "-") -> dict:
     load = os.getloadavg()[0]
     # Files, not pipes: the summary of a 100-model sweep is larger than a pipe holds, and wait4 (for the
     # command's own CPU and peak RSS) must not wait on a command blocked writing it.
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err, MachineCpu() as cpu:
         started, started_epoch = time.monotonic(), time.time()
+        env = afp_env(db, **{"AFP_CACHE_DIR": cache, **without_env(without)})
         proc = subprocess.Popen([python, "-m", "afpbench.api.cli", "run", str(spec), "--threads", str(threads),
-                                 "--json"], cwd=REPO, env=afp_env(db, AFP_CACHE_DIR=cache), stdout=out, stderr=err,
-                                text=True)
+                                 "--json"], cwd=REPO, env=env, stdout=out, stderr=err, text=True)
         _, status, usage = os.wait4(proc.pid, 0)
         wall, ended_epoch = time.monotonic() - started, time.time()
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -87,6 +105,10 @@ def _medians(runs: list[dict]) -> dict:
                             for phase in cpu[0]}}
 
 
+def _label(code: str, without: str, cache: str) -> str:
+    return f"{code} {cache}" if without == "-" else f"{code} without {without} {cache}"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--prompts", type=int, default=1000)
@@ -95,11 +117,17 @@ def main() -> None:
                     help="models without a declared rate, each asked every prompt: cells = prompts x models")
     ap.add_argument("--latency-ms", type=float, default=0, help="the sim's delay before each answer")
     ap.add_argument("--cache", default="off", help="comma-separated: off, cold, warm (default off)")
+    ap.add_argument("--without", default="-",
+                    help="comma-separated pieces of start-up machinery to run without, each in turn beside the "
+                         "others: - (none), cache, pair, or a piece of without/sitecustomize.py (default -)")
     add_version_options(ap, rounds=3)
     args = ap.parse_args()
     caches = args.cache.split(",")
     if not caches or not set(caches) <= {"off", "cold", "warm"}:
         ap.error(f"--cache: expected off, cold or warm (comma-separated), got {args.cache!r}")
+    withouts = args.without.split(",")
+    # Without the cache a run is the same whatever the cache would hold: once, as "off".
+    configs = list(dict.fromkeys((w, "off" if w == "cache" else c) for w in withouts for c in caches))
     before = machine()
     pythons = interpreters(args)
     runs: list[dict] = []
@@ -114,15 +142,16 @@ def main() -> None:
                              str(work / f"{name}-warm"))
             for i in range(args.rounds):
                 for name, python in pythons.items():
-                    for cache in caches:
-                        folder = {"off": "off", "cold": str(work / f"{name}-cold-{i}"),
+                    for without, cache in configs:
+                        folder = {"off": "off", "cold": str(work / f"{name}-{without}-cold-{i}"),
                                   "warm": str(work / f"{name}-warm")}[cache]
-                        db = ready_sqlite(work / f"{name}-{cache}-{i}.db", python)
-                        runs.append({"code": name, "cache": cache, "round": i,
-                                     **run_once(python, spec, db, args.threads, folder)})
+                        db = ready_sqlite(work / f"{name}-{without}-{cache}-{i}.db", python)
+                        runs.append({"code": name, "without": without, "cache": cache, "round": i,
+                                     **run_once(python, spec, db, args.threads, folder, without)})
                         print(runs[-1], file=sys.stderr, flush=True)
-    medians = {f"{name} {cache}": _medians([r for r in runs if r["code"] == name and r["cache"] == cache])
-               for name in pythons for cache in caches}
+    medians = {_label(name, without, cache): _medians([r for r in runs if r["code"] == name
+                                                         and r["without"] == without and r["cache"] == cache])
+               for name in pythons for without, cache in configs}
     emit("command", {"machine_before": before, "prompts": args.prompts, "models": args.models, "threads": args.threads,
                      "latency_ms": args.latency_ms,
                      "runs": runs, "medians": medians}, args.out)

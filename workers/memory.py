@@ -5,7 +5,7 @@ Two levers on glibc's allocator, both no-ops on another C library (musl, macOS):
 - `limit_heap_arenas`, before threads start. By default glibc gives threads that meet in malloc heaps
   (arenas) of their own, up to eight per core, and each arena keeps the blocks freed in it: a
   10,000-prompt embedded run's 50 threads grew the process by 51 MB during the calls, against 25 MB
-  with two arenas (docs/PERFORMANCE.md, "Issue 14, session 11"). Two are enough: the GIL serialises
+  with two arenas (benchmarks/results/HISTORY.md, session 11). Two are enough: the GIL serialises
   most allocation anyway, and Python's own allocator serves the small objects.
 - `return_freed_memory`, after a burst of garbage. Creating a 10,000-fixture sweep parses every fixture
   and frees most of what it built, but glibc keeps freed small blocks in its heap, so the run that
@@ -60,8 +60,8 @@ def freeze_what_is_loaded() -> None:
     """Leave every object alive now (modules, classes, compiled patterns, settings: ~100,000 after a
     run's imports) out of all later cyclic collections: they live as long as the process. Each full
     collection walked them all again (~60 ms), and parsing and gating a sweep's fixtures, which make no
-    cyclic garbage, set off several: a fifth of that work's CPU (docs/PERFORMANCE.md, "Issue 14, session
-    16"). Called before the command forks (the fixture gate's helper, the embedded pair), the children
+    cyclic garbage, set off several: a fifth of that work's CPU (benchmarks/results/HISTORY.md,
+    session 16). Called before the command forks (the fixture gate's helper, the embedded pair), the children
     leave the inherited objects' pages untouched too. No full collection first: the imports leave a few
     dozen unreachable objects, not worth its 60 ms."""
     gc.freeze()

@@ -2,7 +2,7 @@
 
 kombu's virtual transports look for a message, and finding none sleep `polling_interval` (10 ms here)
 before looking again. With one message a worker thread (prefetch 1), a thread that finished its cell
-waited a median 6.6 ms for its next message: the poll, not the work (docs/PERFORMANCE.md, sessions 18-19).
+waited a median 6.6 ms for its next message: the poll, not the work (benchmarks/results/HISTORY.md, sessions 18-19).
 Here every put and every ack or reject (an ack is what frees a prefetch slot) sets one event, and a
 drain that finds nothing waits on that event, at most `polling_interval` (the old worst case, kept so
 anything that bypassed the hooks is still seen as soon as before).

@@ -34,8 +34,8 @@ def window_for(model: ModelSpec, unpaced_models: int = 1) -> int:
     """How many of the model's cells may be queued or executing at once: about WINDOW_SECONDS of work at
     its declared rate, plus its burst and in-flight cap. The models without a declared rate share
     DEFAULT_WINDOW: a window each let a sweep of 100 such models queue all its 100,000 cells at once, and
-    the embedded mode holds every queued message in its own memory (docs/PERFORMANCE.md, "Issue 14,
-    session 14")."""
+    the embedded mode holds every queued message in its own memory (benchmarks/results/HISTORY.md,
+    session 14)."""
     limits = model.limits
     if not limits.requests_per_min:
         return math.ceil(DEFAULT_WINDOW / max(1, unpaced_models))

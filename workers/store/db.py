@@ -38,7 +38,7 @@ class JsonText:
 
     It holds the text, not a copy: as a subclass of str it copied the text when made and again when the
     serialiser took str() of it, and a 10,000-fixture sweep's rows are a 2.8 MB text written while SQLite
-    holds two copies of its own (docs/PERFORMANCE.md, "Issue 14, session 14")."""
+    holds two copies of its own (benchmarks/results/HISTORY.md, session 14)."""
 
     __slots__ = ("text",)
 

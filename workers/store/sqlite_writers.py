@@ -25,7 +25,7 @@ def sqlite_pragmas(dbapi_connection, _record) -> None:
     # Each pooled connection keeps its own page cache, 2 MB by default: an embedded run pools a connection
     # per thread (50), and as a big sweep's file grows those caches filled to ~100 MB of the process.
     # The operating system caches the file anyway; 256 KB each made a 10,000-cell run no slower
-    # (docs/PERFORMANCE.md, "Issue 14, session 11").
+    # (benchmarks/results/HISTORY.md, session 11).
     cur.execute(f"PRAGMA cache_size=-{SQLITE_CACHE_KB}")
     cur.close()
 
@@ -44,7 +44,7 @@ def serialise_sqlite_writers(engine: Engine, writer_file: str | None) -> None:
     when the connection returns to the pool. Given back at check-in only, the lock also covered what a
     thread did after its commit (the hot path's completion read, the pool's reset) while every other
     writer of both embedded processes queued: without that, a run's total hold fell by 15-20 %
-    (docs/PERFORMANCE.md, "Issue 14, session 16"). Reads are never held up (WAL).
+    (benchmarks/results/HISTORY.md, session 16). Reads are never held up (WAL).
     With a shared `writer_file` (db.py:share_sqlite_writer) the lock's holder also takes that file's flock,
     so the writers of two processes queue too; other processes on the same file still meet SQLite's own
     lock and busy timeout.

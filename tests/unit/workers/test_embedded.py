@@ -1,4 +1,5 @@
-"""The embedded worker stops as soon as its `with` block ends, and a task still running at a normal end
+"""The embedded worker stops when its `with` block ends (its consumer drains in short slices, so the stop
+flag is seen between them, not after Celery's 2-second drain), and a task still running at a normal end
 finishes and is acknowledged before the channel closes. A real WorkController on the in-memory broker."""
 
 from __future__ import annotations
@@ -7,11 +8,7 @@ import threading
 import time
 
 from afpbench.workers.celery_app import app
-from afpbench.workers.embedded import embedded_worker
-
-# Celery's own blocking loop notices a stop only between 2-second drains, so a stop took 2-4 s. The bound
-# is well under one such cycle and far above what a prompt stop needs (about 0.05-0.1 s).
-PROMPT_STOP_S = 1.5
+from afpbench.workers.embedded import STOP_POLL_S, _ShortDrains, embedded_worker
 
 started = threading.Event()
 finished = threading.Event()
@@ -28,11 +25,36 @@ def _unacked(worker) -> int:
     return len(worker.consumer.connection.default_channel.qos._delivered)
 
 
-def test_stop_is_prompt():
-    with embedded_worker(concurrency=2):
-        time.sleep(0.2)  # let the consumer enter its drain loop
-        leaving = time.monotonic()
-    assert time.monotonic() - leaving < PROMPT_STOP_S
+class _Drains:
+    """A broker connection that records the timeout of each drain."""
+
+    def __init__(self) -> None:
+        self.timeouts: list[float | None] = []
+        self.hostname = "memory"
+
+    def drain_events(self, timeout: float | None = None, **_kwargs) -> None:
+        self.timeouts.append(timeout)
+
+
+def test_each_drain_is_cut_to_a_short_slice():
+    drains = _Drains()
+    short = _ShortDrains(drains)
+    short.drain_events(timeout=2.0)  # what Celery's blocking loop asks for
+    short.drain_events()
+    short.drain_events(timeout=STOP_POLL_S / 5)
+    assert drains.timeouts == [STOP_POLL_S, STOP_POLL_S, STOP_POLL_S / 5]
+    assert short.hostname == "memory"  # everything else is the connection's own
+
+
+def _worker_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "afpbench-embedded-worker" and t.is_alive()]
+
+
+def test_leaving_the_block_stops_the_worker_thread():
+    with embedded_worker(concurrency=2) as worker:
+        assert worker.consumer.loop.__name__ == "_prompt_loop"  # the consumer drains in short slices
+        assert _worker_threads()
+    assert not _worker_threads(), "the embedded worker's thread still runs after the block ended"
 
 
 def test_running_task_finishes_and_acks_before_a_normal_stop():

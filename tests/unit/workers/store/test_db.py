@@ -39,8 +39,8 @@ def test_json_text_is_stored_as_the_json_it_is_and_other_values_as_before(sqlite
 
 
 def test_json_text_reaches_the_driver_as_the_very_text_it_was_given_not_a_copy():
-    # A 10,000-fixture sweep's rows are one 2.8 MB text, written at a big run's peak (PERFORMANCE.md,
-    # "Issue 14, session 14"): a copy made on the way to the driver held that much more at that moment.
+    # A 10,000-fixture sweep's rows are one 2.8 MB text, written at a big run's peak (benchmarks/results/
+    # HISTORY.md, session 14): a copy made on the way to the driver held that much more at that moment.
     from afpbench.workers.store.db import _to_json
 
     rows = "[" + ",".join(f'{{"fixture_id": "B{i:05d}"}}' for i in range(1000)) + "]"
