@@ -41,6 +41,13 @@ def _write_atomically(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def _written(record: object) -> str:
+    from afpbench.scoring.written_tool_call import WrittenToolCalls
+
+    written = WrittenToolCalls.from_record(record)
+    return written.describe() if written else "none"
+
+
 def _record_table(record: dict) -> Table:
     sim = record["simulated"]
     flag = " [yellow](SIMULATED)[/yellow]" if sim["model_output"] or sim["grading"] or sim["sweep"] else ""
@@ -63,6 +70,7 @@ def _record_table(record: dict) -> Table:
         ("rationale", str(scores["rationale"])),
         ("tokens", json.dumps(record["tokens"])),
         ("tool calls", str(len(record["tool_calls"]))),
+        ("tool call written as text", _written(record["written_tool_call"])),
         ("latency", f"{record['latency']['ms']} ms"),
         ("graders", ", ".join(record["grader_model"]) or "-"),
         ("grader prompt sha256", ", ".join(record["grader_prompt"]["sha256"]) or "-"),
