@@ -34,8 +34,10 @@ from afpbench.api import (
     cli_worker,
 )
 
+# Plain help (rich_markup_mode=None on every sub-app too): Typer's rich panels label a flag `<bool>`.
 app = typer.Typer(
-    add_completion=False, no_args_is_help=True, help="afpbench: the AFP Benchmark Protocol at scale."
+    rich_markup_mode=None, add_completion=False, no_args_is_help=True,
+    help="afpbench: the AFP Benchmark Protocol at scale.",
 )
 
 

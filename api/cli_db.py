@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import typer
 
-db_app = typer.Typer(no_args_is_help=True, help="Database schema: migrate to the code's revision, show it.")
+db_app = typer.Typer(rich_markup_mode=None, no_args_is_help=True,
+                   help="Database schema: migrate to the code's revision, show it.")
 
 
 def _safe(url: str) -> str:

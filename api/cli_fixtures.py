@@ -10,7 +10,8 @@ from rich.console import Console
 
 from afpbench.api.cli_results import CommandError
 
-app = typer.Typer(no_args_is_help=True, help="Validate and inspect fixture sets.")
+app = typer.Typer(rich_markup_mode=None, no_args_is_help=True,
+                   help="Validate and inspect fixture sets.")
 
 
 @app.command()

@@ -18,7 +18,8 @@ import typer
 if TYPE_CHECKING:
     from afpbench.workers.localmodel.weights import KnownWeights
 
-local_app = typer.Typer(no_args_is_help=True, help="A small real model on this machine (opt-in extra local-model).")
+local_app = typer.Typer(rich_markup_mode=None, no_args_is_help=True,
+                   help="A small real model on this machine (opt-in extra local-model).")
 
 SERVE_PORT = 8080  # the port of the shipped example spec (reference/specs/local-model.yaml), llama-server's default
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import typer
 
-from afpbench.api.cli_results import CommandError
+from afpbench.api.cli_results import CommandError, latest_or
 
 # `--example` names -> the example specs shipped in afpbench.reference/specs/.
 EXAMPLES = {
@@ -42,17 +42,6 @@ def _condition(value: str | None) -> str | None:
     if value.strip().upper() not in ("A", "B", "C", "D"):
         raise CommandError(f"--condition: unknown condition {value!r}; known: A, B, C, D")
     return value.strip().upper()
-
-
-def _latest_or(sweep: str | None) -> str:
-    if sweep:
-        return sweep
-    from afpbench.workers.sweeps.progress import latest_sweep_id
-
-    found = latest_sweep_id()
-    if found is None:
-        raise CommandError("no sweeps in the database yet; run `afpbench run` first")
-    return found
 
 
 def _score(line) -> str:
@@ -103,20 +92,21 @@ def register(app: typer.Typer) -> None:
         state: str | None = typer.Option(None, "--state", help="result state, e.g. GRADER_DISPUTE"),
         fixture: str | None = typer.Option(None, "--fixture", help="fixture id, or id@version"),
         condition: str | None = typer.Option(None, "--condition", help="A, B, C or D"),
-        model: str | None = typer.Option(None, "--model", help="model label or model hash"),
+        model: str | None = typer.Option(None, "--model",
+                                         help="model label (as tables show it, e.g. sim), model name or hash"),
         as_json: bool = typer.Option(False, "--json", help="print the cells as JSON"),
     ) -> None:
         """A sweep's cells: ids (for `afpbench show ID`), states and scores."""
-        from afpbench.workers.errors import SweepNotFound
+        from afpbench.workers.errors import SweepNotFound, UnknownFilterValue
         from afpbench.workers.results.listing import CellFilter, sweep_cells
         from afpbench.workers.store.db import session_scope
 
         where = CellFilter(state=_state(state), fixture=fixture, condition=_condition(condition), model=model)
-        sweep_id = _latest_or(sweep)
+        sweep_id = latest_or(sweep)
         try:
             with session_scope() as session:
                 lines = sweep_cells(session, sweep_id, where)
-        except SweepNotFound as exc:
+        except (SweepNotFound, UnknownFilterValue) as exc:
             raise CommandError(str(exc)) from None
         if as_json:
             typer.echo(json.dumps([line.as_json() for line in lines], indent=2))

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from afpbench.api.cli_results import CommandError
+from afpbench.api.cli_results import SWEEP_HELP, CommandError, latest_or
 
 if TYPE_CHECKING:
     from afpbench.workers.results.summary import SweepSummary
@@ -41,6 +41,13 @@ def _write_atomically(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def _written(record: object) -> str:
+    from afpbench.scoring.written_tool_call import WrittenToolCalls
+
+    written = WrittenToolCalls.from_record(record)
+    return written.describe() if written else "none"
+
+
 def _record_table(record: dict) -> Table:
     sim = record["simulated"]
     flag = " [yellow](SIMULATED)[/yellow]" if sim["model_output"] or sim["grading"] or sim["sweep"] else ""
@@ -63,6 +70,7 @@ def _record_table(record: dict) -> Table:
         ("rationale", str(scores["rationale"])),
         ("tokens", json.dumps(record["tokens"])),
         ("tool calls", str(len(record["tool_calls"]))),
+        ("tool call written as text", _written(record["written_tool_call"])),
         ("latency", f"{record['latency']['ms']} ms"),
         ("graders", ", ".join(record["grader_model"]) or "-"),
         ("grader prompt sha256", ", ".join(record["grader_prompt"]["sha256"]) or "-"),
@@ -109,7 +117,7 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"sweep {sweep}: {summary.cells} cells, {summary.unfinished} unfinished; summary {label}{sim}")
 
     @app.command()
-    def report(sweep: str,
+    def report(sweep: str | None = typer.Argument(None, help=SWEEP_HELP),
                fmt: str = typer.Option("md", "--format", help="md, html or json"),
                out: Path | None = typer.Option(None, "--out", help="write to this file instead of stdout")) -> None:
         """Render the sweep's summary tables (HTML: self-contained page with plots)."""
@@ -117,7 +125,7 @@ def register(app: typer.Typer) -> None:
 
         if fmt not in FORMATS:
             raise CommandError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
-        text = render_report(_summary(sweep), fmt)
+        text = render_report(_summary(latest_or(sweep)), fmt)
         if out is None:
             typer.echo(text, nl=False)
             return
@@ -128,12 +136,17 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"wrote {out}")
 
     @app.command()
-    def export(sweep: str, directory: Path) -> None:
+    def export(where: list[str] = typer.Argument(..., metavar="[SWEEP] DIRECTORY",
+                                                 help="sweep id (omitted: the latest) and the bundle's directory")
+               ) -> None:
         """Write the publication bundle; STATUS.md says published only when every item is present."""
         from afpbench.api.report import render_report
         from afpbench.workers.errors import ExportError, SweepNotFound
         from afpbench.workers.results.export import export_bundle
 
+        if len(where) > 2:
+            raise typer.BadParameter(f"give [SWEEP] DIRECTORY, not {len(where)} arguments", param_hint="SWEEP")
+        sweep, directory = latest_or(where[0] if len(where) == 2 else None), Path(where[-1])
         try:
             result = export_bundle(sweep, directory, renderer=render_report)
         except (ExportError, SweepNotFound) as exc:

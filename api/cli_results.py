@@ -11,15 +11,32 @@ class CommandError(AfpbenchError):
     """A user-facing failure of a command; printed as one line."""
 
 
+SWEEP_HELP = "sweep id; omitted: the latest"
+
+
+def latest_or(sweep: str | None) -> str:
+    """The sweep a command acts on: the one named, else the latest (as `status`, `cells`, `report`,
+    `export` and `verify` all default)."""
+    if sweep:
+        return sweep
+    from afpbench.workers.sweeps.progress import latest_sweep_id
+
+    found = latest_sweep_id()
+    if found is None:
+        raise CommandError("no sweeps in the database yet; run `afpbench run` first")
+    return found
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
-    def verify(sweep: str) -> None:
+    def verify(sweep: str | None = typer.Argument(None, help=SWEEP_HELP)) -> None:
         """Recompute every seal component from the current inputs and name any that changed."""
         from afpbench.workers.results.decisions import decision_count
         from afpbench.workers.store.db import session_scope
         from afpbench.workers.store.models import Sweep
         from afpbench.workers.sweeps.coordinator import stored_inputs_intact, verify_sweep
 
+        sweep = latest_or(sweep)
         with session_scope() as session:
             row = session.get(Sweep, sweep)
             if row is None:

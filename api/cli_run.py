@@ -11,7 +11,7 @@ from contextlib import ExitStack
 import typer
 from rich.console import Console
 
-from afpbench.api.cli_results import CommandError
+from afpbench.api.cli_results import SWEEP_HELP, latest_or
 from afpbench.api.display import progress_bar, summary_table
 
 console = Console(stderr=True)
@@ -156,15 +156,13 @@ def _exit_status(sweep_id: str) -> None:
         raise ExcludedForConfiguration(f"sweep {sweep_id}: {excluded.line()}")
 
 
-def status(sweep: str | None = typer.Argument(None, help="sweep id; omitted: the latest")) -> None:
+def status(sweep: str | None = typer.Argument(None, help=SWEEP_HELP)) -> None:
     """Progress of a sweep by phase and result state."""
     from afpbench.api.run_overview import run_overview
     from afpbench.workers.settings import get_settings
-    from afpbench.workers.sweeps.progress import attempts_count, latest_sweep_id, progress
+    from afpbench.workers.sweeps.progress import attempts_count, progress
 
-    sweep_id = sweep or latest_sweep_id()
-    if sweep_id is None:
-        raise CommandError("no sweeps in the database yet; run `afpbench run` first")
+    sweep_id = latest_or(sweep)
     p = progress(sweep_id)
     overview = run_overview(sweep_id, p, attempts_count(sweep_id), get_settings().database_url_safe())
     Console().print(summary_table(overview))

@@ -11,7 +11,8 @@ from rich.table import Table
 
 from afpbench.api.cli_results import CommandError
 
-adjudicate_app = typer.Typer(no_args_is_help=True, help="Human adjudication of GRADER_DISPUTE cells.")
+adjudicate_app = typer.Typer(rich_markup_mode=None, no_args_is_help=True,
+                   help="Human adjudication of GRADER_DISPUTE cells.")
 
 
 def judge_from_option(judge: str, base_url: str | None, api_key_env: str | None):

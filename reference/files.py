@@ -20,12 +20,15 @@ class InputFileError(AfpbenchError, ValueError):
 
 def read_input_text(path: Path, limit: int = MAX_INPUT_FILE_BYTES) -> str:
     """A user-supplied input file as UTF-8 text, refused (without reading it) when over `limit`."""
-    size = path.stat().st_size
-    if size > limit:
-        raise InputFileError(
-            f"file is {size / 1024 / 1024:.1f} MB, over the {limit / 1024 / 1024:g} MB limit for input files"
-        )
-    raw = path.read_bytes()
+    try:
+        size = path.stat().st_size
+        if size > limit:
+            raise InputFileError(
+                f"file is {size / 1024 / 1024:.1f} MB, over the {limit / 1024 / 1024:g} MB limit for input files"
+            )
+        raw = path.read_bytes()
+    except OSError as exc:  # unreadable (permissions), a directory, gone since it was named...
+        raise InputFileError(f"cannot read the file: {exc.strerror or type(exc).__name__}") from None
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:

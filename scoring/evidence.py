@@ -62,6 +62,17 @@ def with_provenance_proposal(assertions: AssertionOutcome, provenance: dict[str,
     return replace(assertions, proposed_fatal=[*assertions.proposed_fatal, (PROVENANCE_SOURCE, criterion)])
 
 
+# What a scoring run read off the answer itself (not the verdict): a human decision's Result row carries
+# these over from the row it follows, so a decided cell still shows them (workers/grading/adjudication.py).
+ANSWER_RECORD = ("attempt_id", "assertions", "proposed_fatal", "provenance", "truncated", "written_tool_call",
+                 "repetition_loop")
+
+
+def answer_record(details: dict[str, Any] | None) -> dict[str, Any]:
+    """The ANSWER_RECORD part of a Result's stored details (absent keys left out)."""
+    return {k: details[k] for k in ANSWER_RECORD if k in (details or {})} if details else {}
+
+
 @dataclass(frozen=True)
 class Evidence:
     """What deterministic scoring reads off one stored answer, before any judge is asked."""
@@ -83,6 +94,7 @@ class Evidence:
         return list((self.provenance or {}).get("untraceable") or [])
 
     def details(self, verdict: Verdict, judges: list[str]) -> dict[str, Any]:
+        """The scorer's record in a Result row; the keys of ANSWER_RECORD are about the answer itself."""
         return {
             "attempt_id": self.attempt_id,
             "assertions": [r.__dict__ for r in self.assertions.results],

@@ -48,8 +48,17 @@ class WrittenToolCalls:
     def as_record(self) -> dict[str, Any]:
         return {"calls": [c.as_record() for c in self.calls], "whole_answer": self.whole_answer}
 
+    @classmethod
+    def from_record(cls, record: Any) -> WrittenToolCalls | None:
+        """Back from `as_record()` as stored in a result's details (None: no call, or not such a record)."""
+        if not isinstance(record, dict) or not isinstance(record.get("calls"), list):
+            return None
+        calls = tuple(WrittenToolCall(str(c.get("name")), c.get("arguments"), bool(c.get("offered")),
+                                      str(c.get("written", ""))) for c in record["calls"] if isinstance(c, dict))
+        return cls(calls, bool(record.get("whole_answer"))) if calls else None
+
     def describe(self) -> str:
-        """One line for the verdict's rationale and the report."""
+        """One line for the verdict's rationale, the report, `show` and the viewer."""
         names = ", ".join(c.name if c.offered else f"{c.name} (not an offered tool)" for c in self.calls)
         where = "the whole answer is" if self.whole_answer else "the answer contains"
         return (

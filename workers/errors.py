@@ -87,6 +87,10 @@ class RecordNotFound(NotFoundError):
     """No cell (or run record) with that id."""
 
 
+class UnknownFilterValue(AfpbenchError, ValueError):
+    """A listing's filter names a model or fixture the sweep does not have (rather than listing nothing)."""
+
+
 class SealMismatch(ConflictError):
     """The sweep's inputs changed since it was sealed."""
 

@@ -8,6 +8,7 @@ from typing import Any
 from afpbench.api.viewer import html as v
 from afpbench.api.viewer.highlight import mark_quotes
 from afpbench.fixtures.schema import DIMENSIONS
+from afpbench.scoring.written_tool_call import WrittenToolCalls
 from afpbench.workers.results.record_model import AttemptEntry, JudgementEntry, RunRecord
 
 
@@ -58,6 +59,8 @@ def overview(r: RunRecord) -> v.Safe:
         ("total score", "-" if r.component_scores_and_rationale.total is None else
          f"{r.component_scores_and_rationale.total} / 8"),
         ("fatal flags", "; ".join(fatal_flags(r)) or "none"),
+        ("tool call written as text", written.describe() if (written := WrittenToolCalls.from_record(
+            r.written_tool_call)) else "none"),
         ("executed at (UTC)", r.executed_at or "-"),
         ("tokens", f"input {r.tokens.input}, output {r.tokens.output}, cached {r.tokens.cached}, "
                    f"reasoning {r.tokens.reasoning}"),

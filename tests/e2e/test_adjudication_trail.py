@@ -58,3 +58,50 @@ def test_override_is_refused_without_flag_then_listed_in_report_and_counted_by_v
     verify = afpbench(["verify", sweep_id], tmp_path)
     assert verify.returncode == 0, verify.stdout + verify.stderr
     assert "the sweep has 1 human decision " in verify.stdout and "verified" in verify.stdout
+
+
+def test_a_decided_dispute_keeps_its_tool_call_written_as_text_in_show_report_and_viewer(
+        tmp_path, settings_env, sqlite_url):
+    """A human decision keeps the scorer's record: the answer (a real recorded Qwen reply that writes its
+    calculator call as a ```json fence) was scored as text; after a reviewer decides the dispute, `show`,
+    the report and the viewer still say a tool call was written as text."""
+    from fastapi.testclient import TestClient
+
+    from afpbench.api.http.app import create_app
+    from tests.conftest import REPO
+    from tests.e2e.test_scoring_pipeline import replaying_server, rows
+
+    answers = json.loads((REPO / "tests" / "data" / "realmodel" / "answers.json").read_text("utf-8"))["answers"]
+    p08 = next(a for a in answers if a["fixture"] == "P08" and a["condition"] == "A")
+    model = replaying_server(lambda request: p08["raw_body"])
+    try:
+        spec = tmp_path / "s.yaml"
+        spec.write_text(yaml.safe_dump({
+            "models": [{"provider": "openai-compatible", "model": "qwen-recorded",
+                        "base_url": f"http://127.0.0.1:{model.server_port}/v1"}],
+            "judges": [], "fixtures": {"only": ["P08"]}, "conditions": ["A"],
+        }))
+        run = afpbench(["run", str(spec), "--json"], tmp_path)
+    finally:
+        model.shutdown()
+    sweep_id = json.loads(run.stdout)["sweep_id"]
+    ((cell_id, state),) = rows(tmp_path / "afpbench.db", "select id, state from cell")
+    assert state == "GRADER_DISPUTE", run.stdout + run.stderr
+    done = afpbench(["adjudicate", "decide", str(cell_id), "--state", "MODEL_FAIL", "--reviewer", "dana",
+                     "--note", "it wrote the calculator call out instead of making it, no figure given",
+                     "--scores", "0,1,1,1"], tmp_path)
+    assert done.returncode == 0, done.stderr
+
+    record = json.loads(afpbench(["show", str(cell_id), "--json"], tmp_path).stdout)
+    assert record["result_state"] == "MODEL_FAIL" and record["results"][-1]["details"]["source"] == "human"
+    assert record["written_tool_call"]["calls"][0]["name"] == "calculateLatePayment"
+    table = afpbench(["show", str(cell_id)], tmp_path).stdout
+    assert "tool call written as text" in table and "calculateLatePayment" in table
+    report = afpbench(["report", sweep_id, "--format", "md"], tmp_path).stdout
+    assert "no answer wrote a tool call as text" not in report
+    assert "calculateLatePayment (not offered)" in report
+
+    settings_env(AFP_DATABASE_URL=sqlite_url, AFP_API_TOKEN="")
+    page = TestClient(create_app(runtime=False)).get(f"/view/cells/{cell_id}")
+    assert page.status_code == 200
+    assert "the whole answer is a tool call written as text (calculateLatePayment" in page.text

@@ -85,7 +85,7 @@ def test_cells_prints_ids_states_and_scores_and_filters(subset_run):
     state = cells[0]["state"]
     by_state = json.loads(afpbench(["cells", sweep, "--state", state.lower(), "--json"], work).stdout)
     assert by_state and all(c["state"] == state for c in by_state)
-    assert json.loads(afpbench(["cells", sweep, "--fixture", "P02", "--json"], work).stdout) == []
+    assert "fixture 'P02' is not in sweep" in one_line_error(afpbench(["cells", sweep, "--fixture", "P02"], work))
     assert json.loads(afpbench(["cells", "--model", "sim (simulated)", "--json"], work).stdout) == cells
     table = afpbench(["cells", sweep], work)
     assert table.returncode == 0 and all(str(c["id"]) in table.stdout for c in cells)

@@ -162,3 +162,22 @@ def test_rescore_keeps_a_human_decision_unless_asked(tmp_path):
     over = afpbench(["rescore", sweep, "--over-decisions"], tmp_path)
     assert over.returncode == 0 and "rescored 2 cells" in over.stdout, over.stdout + over.stderr
     assert state_of_cell() == judged
+
+
+def test_two_demo_runs_give_the_same_figures_and_the_sealed_seed_reaches_the_simulator(tmp_path):
+    """The simulator draws from the sealed seed and each cell's place, never the sweep id: two runs of
+    the demo (new sweep ids) give the same figures; `params: {seed: N}` is sent as OpenAI's `seed`."""
+    subset = ["--fixtures", "P01,P04,P08", "--json"]
+    first, second = (json.loads(afpbench(["run", *subset], tmp_path, timeout=300).stdout) for _ in range(2))
+    assert first["sweep_id"] != second["sweep_id"]
+    for key in ("by_state", "by_condition", "pass_rate_by_condition", "by_model_condition", "comparisons",
+                "seal"):
+        assert first[key] == second[key], key
+    sim = {"provider": "sim", "model": "sim-1", "label": "sim (simulated)", "params": {"seed": 7}}
+    spec = tmp_path / "seeded.yaml"
+    spec.write_text(yaml.safe_dump({"name": "seeded", "models": [sim], "judges": [{**sim, "label": "judge"}],
+                                    "fixtures": {"only": ["P01"]}, "conditions": ["A"]}))
+    seeded = json.loads(afpbench(["run", str(spec), "--json"], tmp_path, timeout=300).stdout)
+    cell = json.loads(afpbench(["cells", seeded["sweep_id"], "--json"], tmp_path).stdout)[0]["id"]
+    record = json.loads(afpbench(["show", str(cell), "--json"], tmp_path).stdout)
+    assert record["attempts"][0]["rounds"][0]["request"]["json"]["seed"] == 7

@@ -152,7 +152,7 @@ def _spec_case(root: Path, case: str) -> tuple[Path, Path]:
 def _expected_name(kind: str, case: str) -> str:
     if kind == "fixture":
         return "P08.yaml" if case == "negative-source-value" else "P01.yaml"
-    return "afpbench.fixtures.only" if case == "unknown-fixture-id" else "bad-spec.yaml"
+    return "fixtures.only" if case == "unknown-fixture-id" else "bad-spec.yaml"
 
 
 def _words(kind: str, case: str) -> list[str]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from sqlmodel import col, select
 
+from afpbench.scoring.evidence import answer_record
 from afpbench.scoring.states import ResultState
 from afpbench.scoring.verdict import HumanDecision, PassRule, apply_human_decision
 from afpbench.workers.errors import AdjudicationError
@@ -101,11 +102,11 @@ def decide(
         session.add(row)
         session.flush()
         run = next_scoring_run(session, cell_id)
-        details = {"source": "human", "adjudication_id": row.id, "reviewer": reviewer, "note": note,
-                   "from_state": from_state, "override": override, "reason": reason or note}
-        judged = _judged_attempt(session, cell_id)
-        if judged is not None:  # the answer the decision is about (tokens, raw output in the record)
-            details["attempt_id"] = judged
+        # the answer the decision is about and what the scorer read off it (the scored attempt, a tool call
+        # written as text, provenance, assertions) stay on the decided cell's latest row
+        details = {**_answer_record(session, cell_id), "source": "human", "adjudication_id": row.id,
+                   "reviewer": reviewer, "note": note, "from_state": from_state, "override": override,
+                   "reason": reason or note}
         write_result(session, cell_id, run, verdict, details)
         aggregated = session.get(Aggregate, cell.sweep_id) is not None
         out = {
@@ -121,12 +122,11 @@ def decide(
     return out
 
 
-def _judged_attempt(session, cell_id: int) -> int | None:
+def _answer_record(session, cell_id: int) -> dict:
     latest = session.exec(
         select(Result).where(Result.cell_id == cell_id).order_by(col(Result.scoring_run).desc()).limit(1)
     ).first()
-    attempt_id = (latest.details or {}).get("attempt_id") if latest else None
-    return attempt_id if isinstance(attempt_id, int) else None
+    return answer_record(latest.details) if latest else {}
 
 
 def history(cell_id: int) -> dict:

@@ -16,8 +16,9 @@ from sqlalchemy.orm import aliased
 from sqlmodel import Session, col, select
 
 from afpbench.fixtures.schema import DIMENSIONS
-from afpbench.workers.errors import SweepNotFound
+from afpbench.workers.errors import SpecError, SweepNotFound, UnknownFilterValue
 from afpbench.workers.store.models import Cell, Phase, Result, Sweep, as_utc
+from afpbench.workers.sweeps.spec_loading import parse_spec
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,49 @@ class CellFilter:
         if self.model is not None:
             out.append(or_(col(Cell.model_label) == self.model, col(Cell.model_hash) == self.model))
         return out
+
+    def resolved(self, session: Session, sweep_id: str) -> CellFilter:
+        """This filter with its model named as the sweep stores it (the label), after checking that the
+        sweep has that model and fixture: a name the sweep does not have is an error naming what it has,
+        not an empty listing (the CLI's `cells`; the HTTP listing filters as asked and may be empty).
+        A model may be named by its label, the label without a parenthesised suffix ("sim" for
+        "sim (simulated)", as tables show it), the spec's model name, or its hash."""
+        model = self.model
+        if model is not None:
+            labels = _model_names(session, sweep_id)
+            matches = {label for label, names in labels.items() if model.strip() in names}
+            if len(matches) != 1:
+                known = ", ".join(sorted(labels)) or "none"
+                why = "names several models of" if matches else "is not a model of"
+                raise UnknownFilterValue(f"model {model!r} {why} sweep {sweep_id} (its models: {known})")
+            model = matches.pop()
+        if self.fixture is not None:
+            known_fixtures = {f"{i}@{v}" for i, v in session.execute(
+                sa_select(col(Cell.fixture_id), col(Cell.fixture_version)).where(col(Cell.sweep_id) == sweep_id)
+                .distinct()).all()}
+            fixture_id, _, version = self.fixture.partition("@")
+            if not any(f == self.fixture or (not version and f.partition("@")[0] == fixture_id)
+                       for f in known_fixtures):
+                raise UnknownFilterValue(f"fixture {self.fixture!r} is not in sweep {sweep_id} "
+                                         f"(its fixtures: {', '.join(sorted(known_fixtures)) or 'none'})")
+        return CellFilter(state=self.state, fixture=self.fixture, condition=self.condition, model=model,
+                          phase=self.phase)
+
+
+def _model_names(session: Session, sweep_id: str) -> dict[str, set[str]]:
+    """Each model label of the sweep -> every name that selects it."""
+    spec = session.execute(sa_select(col(Sweep.spec)).where(col(Sweep.id) == sweep_id)).scalar_one_or_none()
+    try:
+        declared = {m.model_hash: m.model for m in parse_spec(spec).models} if spec else {}
+    except SpecError:  # a spec stored by an older version: labels and hashes still select
+        declared = {}
+    out: dict[str, set[str]] = {}
+    for label, model_hash in session.execute(sa_select(col(Cell.model_label), col(Cell.model_hash))
+                                             .where(col(Cell.sweep_id) == sweep_id).distinct()).all():
+        names = out.setdefault(label, {label, model_hash, label.split(" (", 1)[0]})
+        if model_hash in declared:
+            names.add(declared[model_hash])
+    return out
 
 
 @dataclass(frozen=True)
@@ -107,7 +151,7 @@ def sweep_cells(session: Session, sweep_id: str, where: CellFilter, limit: int |
     """The sweep's cells in id order, each with its latest result's scores (None before scoring)."""
     if session.execute(select(Sweep.id).where(Sweep.id == sweep_id)).first() is None:
         raise SweepNotFound(f"no sweep with id {sweep_id!r}")
-    conditions = where.clauses(sweep_id)
+    conditions = where.resolved(session, sweep_id).clauses(sweep_id)
     # The latest scoring run of each cell (human decisions add rows; the newest is the one reported).
     newer = aliased(Result)
     latest = (select(func.max(newer.scoring_run)).where(newer.cell_id == Cell.id).correlate(Cell)

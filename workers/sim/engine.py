@@ -6,8 +6,9 @@ Given the chat messages, the offered tools and the harness's cell key, the engin
   of the canned response found in the judge's message;
 - otherwise which fixture (its task text appears in the user message) and which condition (the
   system text, compared with the packaged A-D instructions);
-- which canned response to give, drawn with condition-dependent odds from a hash of the cell key,
-  so the same cell always gets the same answer and a retry cannot change it;
+- which canned response to give, drawn with condition-dependent odds from a hash of the request's
+  `seed` (sealed: the spec's `params: {seed: N}`; 0 when absent) and the cell key without its sweep id:
+  a retry cannot change it, and two runs of one spec get the same answers (docs/SPEC.md);
 - whether to answer with the next calculator call or with the final text.
 """
 
@@ -21,6 +22,7 @@ from typing import Literal
 
 from afpbench.fixtures.schema import DIMENSIONS, FatalCriterionId
 from afpbench.workers.sim.canned import FALLBACK_TEXT, PLAIN_TEXT, STYLES, CannedResponse
+from afpbench.workers.store.models import cell_place
 
 # Odds of each canned style per condition. A has no instruction, so an AFP-shaped answer never occurs
 # there; C and D (AFP, AFP with governance) pass more often and fail fatally less often, but are far from
@@ -198,15 +200,16 @@ class SimEngine:
         return of_style[int.from_bytes(digest[8:16], "big") % len(of_style)]
 
     @staticmethod
-    def seed_material(cell_key: str | None, fixture_id: str, messages: list[dict]) -> str:
+    def seed_material(cell_key: str | None, fixture_id: str, messages: list[dict], seed: int = 0) -> str:
+        prefix = f"seed {seed}|" if seed else ""
         if cell_key:
-            return f"{cell_key}{fixture_id}"
-        return conversation_key(messages)
+            return f"{prefix}{cell_place(cell_key)}{fixture_id}"
+        return prefix + conversation_key(messages)
 
     # --- answers ---------------------------------------------------------------------------------
 
     def respond(
-        self, messages: list[dict], tools: list[dict] | None = None, cell_key: str | None = None
+        self, messages: list[dict], tools: list[dict] | None = None, cell_key: str | None = None, seed: int = 0
     ) -> Reply:
         n_prompt = prompt_tokens(messages)
         if self.is_judge(messages):
@@ -214,33 +217,18 @@ class SimEngine:
             return Reply("judge", content, "stop", n_prompt, count_tokens(content))
         condition = self.detect_condition(self.system_text(messages))
         if self.plain:
-            return Reply(
-                "answer",
-                PLAIN_TEXT,
-                "stop",
-                n_prompt,
-                count_tokens(PLAIN_TEXT),
-                condition=condition,
-                style="plain",
-            )
+            return Reply("answer", PLAIN_TEXT, "stop", n_prompt, count_tokens(PLAIN_TEXT), condition=condition,
+                         style="plain")
         fixture_id = self.detect_fixture(self.first_user_text(messages))
         if fixture_id is None or not self.canned.get(fixture_id):
-            return Reply(
-                "answer",
-                FALLBACK_TEXT,
-                "stop",
-                n_prompt,
-                count_tokens(FALLBACK_TEXT),
-                fixture_id=fixture_id,
-                condition=condition,
-                style="fallback",
-            )
-        seed = self.seed_material(cell_key, fixture_id, messages)
-        chosen = self.choose(fixture_id, condition, seed)
+            return Reply("answer", FALLBACK_TEXT, "stop", n_prompt, count_tokens(FALLBACK_TEXT),
+                         fixture_id=fixture_id, condition=condition, style="fallback")
+        seed_text = self.seed_material(cell_key, fixture_id, messages, seed)
+        chosen = self.choose(fixture_id, condition, seed_text)
         step = sum(1 for m in messages if m.get("role") == "tool")
         if chosen.tool_calls and offers_calculator(tools) and step < len(chosen.tool_calls):
             arguments = json.dumps({"expression": chosen.tool_calls[step]})
-            call_id = f"call_sim_{step + 1}_{hashlib.sha256(seed.encode('utf-8')).hexdigest()[:12]}"
+            call_id = f"call_sim_{step + 1}_{hashlib.sha256(seed_text.encode('utf-8')).hexdigest()[:12]}"
             return Reply(
                 "tool_call",
                 None,

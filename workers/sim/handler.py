@@ -122,6 +122,9 @@ class SimHandler(BaseHTTPRequestHandler):
             )
         if request.get("stream"):
             return self._reject(state, 400, error_body("streaming is not supported", "invalid_request_error"))
+        seed = request.get("seed", 0)
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            return self._reject(state, 400, error_body("'seed' must be an integer", "invalid_request_error"))
         admission = state.injector.admit()
         limit_headers = self._limit_headers(state.faults, admission)
         if not admission.allowed:
@@ -152,7 +155,8 @@ class SimHandler(BaseHTTPRequestHandler):
             if state.stopping.wait(faults.timeout_s):
                 return None
         try:
-            reply = state.engine.respond(messages, request.get("tools"), self.headers.get(CELL_HEADER))
+            reply = state.engine.respond(messages, request.get("tools"), self.headers.get(CELL_HEADER),
+                                         seed)
         except Exception:  # a simulator bug must surface as a 500, not a dropped connection
             log.exception("sim: engine failed")
             return self._reject(

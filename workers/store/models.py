@@ -144,6 +144,12 @@ def cell_key(cell: Any) -> str:
     return f"{cell.sweep_id}|{cell.model_hash}|{cell.condition}|{fixture}|r{cell.repeat}"
 
 
+def cell_place(key: str) -> str:
+    """A cell key without its sweep id: the same for the same model, condition, fixture and repeat in any
+    sweep (what the simulator draws from, so two runs of one spec get the same answers)."""
+    return key.split("|", 1)[1] if "|" in key else key
+
+
 class Attempt(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     cell_id: int = Field(foreign_key="cell.id", index=True)

@@ -187,6 +187,21 @@ def test_choice_is_deterministic_per_cell_key_and_varies_across_keys():
     assert len(set(first)) >= 3
 
 
+def test_choice_follows_the_sealed_seed_not_the_sweep_id():
+    """Rule: the simulator's draw is fixed by the request's `seed` (the spec's `params: {seed: N}`, sealed)
+    and the cell's place (model, condition, fixture, repeat); the sweep id does not enter it, so two
+    runs of one spec get the same answers, and another seed gets others."""
+    engine = make_engine()
+
+    def draws(sweep: str, seed: int = 0) -> list[str | None]:
+        return [engine.respond(messages("A"), cell_key=f"{sweep}|0cce4a5b70f90d41|A|T01@1.0.0|r{r}",
+                               seed=seed).response_id for r in range(1, 41)]
+
+    assert draws("8fc2162fdf63") == draws("d983d9ca63d1")
+    assert draws("8fc2162fdf63", seed=7) == draws("d983d9ca63d1", seed=7)
+    assert draws("8fc2162fdf63", seed=7) != draws("8fc2162fdf63")
+
+
 def test_choice_without_cell_key_is_stable_across_tool_rounds():
     engine = make_engine()
     msgs = messages("B")
