@@ -89,6 +89,19 @@ def test_run_with_an_unreachable_database_sends_nothing_to_the_broker(tmp_path, 
     assert sum(client.llen(queue) for queue in QUEUES) == 0, "a message reached the broker"
 
 
+@pytest.mark.parametrize("command", [["status", "1"], ["show", "1"], ["report", "1"], ["verify", "1"],
+                                     ["export", "1", "bundle"], ["db", "current"]])
+def test_read_commands_with_an_unreachable_database_say_so_in_one_line(tmp_path, command):
+    """Rule: `status` and the other read commands report a database that does not answer in one line
+    naming it, exit 2 (README "Exit status"; before: "unexpected OperationalError", exit 1)."""
+    dead_db = f"postgresql+psycopg://postgres@127.0.0.1:{_closed_port()}/afpbench"
+    proc = afpbench(command, tmp_path, env={"AFP_DATABASE_URL": dead_db})
+    line = one_line_error(proc)
+    assert proc.returncode == 2, line
+    assert "database" in line and "does not answer" in line and "AFP_DATABASE_URL" in line, line
+    assert "unexpected" not in line and "Traceback" not in proc.stderr
+
+
 def _env(broker: str, database: str) -> dict[str, str]:
     return {**os.environ, "AFP_BROKER_URL": broker, "AFP_DATABASE_URL": database, "AFP_LOG_LEVEL": "WARNING"}
 
