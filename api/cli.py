@@ -13,7 +13,7 @@ import logging
 import os
 import sys
 import threading
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import typer
 from rich.console import Console
@@ -33,6 +33,9 @@ from afpbench.api import (
     cli_view,
     cli_worker,
 )
+
+if TYPE_CHECKING:
+    from afpbench.workers.errors import ServiceUnavailable
 
 # Plain help (rich_markup_mode=None on every sub-app too): Typer's rich panels label a flag `<bool>`.
 app = typer.Typer(
@@ -79,6 +82,24 @@ def _usage_error(exc: BaseException) -> bool:
     return isinstance(exc, click.ClickException) or (
         isinstance(exc, typer.TyperException) and hasattr(exc, "show") and hasattr(exc, "exit_code")
     )
+
+
+def _database_unreachable(exc: BaseException) -> ServiceUnavailable | None:
+    """For a database error a command met on its way (a read command opens the database when it first
+    needs it), the database's own one-line refusal (ServiceUnavailable, exit 2) when the database does
+    not answer now; None for any other failure, which then reads as unexpected."""
+    from sqlalchemy.exc import InterfaceError, OperationalError
+
+    if not isinstance(exc, OperationalError | InterfaceError):
+        return None
+    from afpbench.workers.errors import ServiceUnavailable
+    from afpbench.workers.store.db import check_database
+
+    try:
+        check_database(schema=False)
+    except ServiceUnavailable as refusal:
+        return refusal
+    return None
 
 
 def main() -> None:
@@ -149,6 +170,10 @@ def _run_command() -> None:
             sys.exit(exc.exit_code)  # type: ignore[attr-defined]
         if os.environ.get("AFP_DEBUG"):
             raise
+        unreachable = _database_unreachable(exc)
+        if unreachable is not None:
+            console.print(f"[red]error:[/red] {escape(str(unreachable))}", highlight=False, soft_wrap=True)
+            sys.exit(unreachable.exit_code)
         console.print(
             f"[red]error:[/red] unexpected {type(exc).__name__}: {escape(str(exc))} "
             "(set AFP_DEBUG=1 for the traceback)",

@@ -52,7 +52,7 @@ def run(
     subset = Subset(split_list(fixtures, "--fixtures"), split_list(conditions, "--conditions"),
                     split_list(models, "--models"), limit, repeats)
     sweep_spec = apply_subset(load_spec(spec) if spec else demo_spec(), subset, spec or "demo")
-    check_services(schema=False)  # before a worker or a simulator starts; the schema once inputs are read
+    check_services(schema=False, spec=sweep_spec)  # before a worker or a sim starts; the schema once inputs are read
     with ExitStack() as stack:
         if needs_local_sim([*sweep_spec.models, *sweep_spec.judges]):
             start_local_sim(stack, settings)

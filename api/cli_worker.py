@@ -32,8 +32,9 @@ def worker(
     broker and the database answer and the schema is current: a worker that cannot record a result
     would take messages only to retry them. --processes N starts N such workers (names
     <name>-1@host ... <name>-N@host), one per core: one process's threads share one GIL."""
-    from afpbench.workers.celery_app import QUEUES, check_broker
+    from afpbench.workers.celery_app import QUEUES, check_broker, check_broker_url
     from afpbench.workers.celery_app import app as celery_app
+    from afpbench.workers.limits.shared import require_shared_limiter
     from afpbench.workers.settings import get_settings
 
     settings = get_settings()
@@ -42,6 +43,8 @@ def worker(
         raise CommandError(
             "AFP_BROKER_URL is memory:// (embedded); a separate worker needs a broker such as redis://127.0.0.1:6379/0"
         )
+    check_broker_url(settings.broker_url)
+    require_shared_limiter("a worker")  # on RabbitMQ: AFP_REDIS_URL, or each worker counts limits alone
     wanted = list(QUEUES) if queues == "all" else [q.strip() for q in queues.split(",") if q.strip()]
     unknown = [q for q in wanted if q not in QUEUES]
     if unknown:

@@ -16,7 +16,7 @@ from kombu import Exchange, Queue
 from kombu.exceptions import OperationalError as BrokerError
 from sqlalchemy.orm import configure_mappers
 
-from afpbench.workers.errors import ServiceUnavailable
+from afpbench.workers.errors import ServiceUnavailable, SettingsError
 from afpbench.workers.memory_broker import Transport as MemoryBroker
 from afpbench.workers.message_replay import publish_replayed
 from afpbench.workers.providers.families import EXEC_QUEUES
@@ -165,18 +165,49 @@ app = make_app()
 app.set_default()
 
 
+# The brokers afpbench supports (docs/OPERATIONS.md, "Brokers"): the embedded in-memory one, Redis and
+# RabbitMQ (AMQP 0-9-1). kombu knows more transports, but none of them is tested here, and some (kafka://)
+# fail with a NameError when their client library is missing.
+SUPPORTED_BROKERS = {"memory": "embedded", "redis": "Redis", "rediss": "Redis over TLS",
+                     "amqp": "RabbitMQ", "amqps": "RabbitMQ over TLS"}
+
+
+def check_broker_url(url: str) -> None:
+    """Raise SettingsError (one line, exit 2) naming the supported schemes unless `url` has one."""
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if scheme not in SUPPORTED_BROKERS:
+        supported = ", ".join(f"{s}:// ({what})" for s, what in SUPPORTED_BROKERS.items())
+        raise SettingsError(f"AFP_BROKER_URL {mask_url_password(url)!r}: unsupported broker "
+                            f"{scheme + '://' if scheme else 'URL'}; supported: {supported}")
+
+
+def mask_url_password(url: str) -> str:
+    """`url` with the password of its user part (scheme://user:password@host) replaced by ***."""
+    head, sep, rest = url.partition("://")
+    userinfo, at, host = rest.rpartition("@")
+    if not sep or not at or ":" not in userinfo:
+        return url
+    return f"{head}://{userinfo.split(':', 1)[0]}:***@{host}"
+
+
 def check_broker(timeout_s: float = 5.0) -> None:
-    """Raise ServiceUnavailable unless the broker answers within `timeout_s`: run before a sweep is
-    written (its cells would otherwise wait in SQL for a broker nobody knew was down) and before a
-    worker starts (Celery would retry the connection for ever)."""
+    """Raise ServiceUnavailable unless the broker answers within `timeout_s` and accepts our login: run
+    before a sweep is written (its cells would otherwise wait in SQL for a broker nobody knew was down)
+    and before a worker starts (Celery would retry the connection for ever). An unsupported scheme is a
+    SettingsError naming the supported ones."""
+    check_broker_url(get_settings().broker_url)
     with app.connection_for_write(connect_timeout=timeout_s) as conn:
         try:
             # kombu's stub says int; at runtime the timeout is seconds compared as a number, a float works.
             conn.ensure_connection(max_retries=0, timeout=timeout_s)  # type: ignore[arg-type]  # see above
-        except (BrokerError, OSError) + conn.connection_errors as exc:
+        except (BrokerError, OSError) + conn.connection_errors + conn.channel_errors as exc:
             reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+            # RabbitMQ refuses a wrong user or password, or a vhost it does not know, as ACCESS_REFUSED /
+            # NOT_ALLOWED: the broker answered, and said no.
+            refused = any(word in reason for word in ("ACCESS_REFUSED", "NOT_ALLOWED", "AUTH", "WRONGPASS"))
+            what = "refused the login" if refused else "does not answer"
             raise ServiceUnavailable(
-                f"broker {conn.as_uri()} does not answer ({reason}); start it or fix AFP_BROKER_URL"
+                f"broker {conn.as_uri()} {what} ({reason}); {'fix' if refused else 'start it or fix'} AFP_BROKER_URL"
             ) from None
 
 

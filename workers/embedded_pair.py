@@ -38,7 +38,6 @@ from sqlalchemy.engine import make_url
 
 from afpbench.workers.celery_app import EXECUTE, Message, divert_publishing, publish_here
 from afpbench.workers.embedded import embedded_worker
-from afpbench.workers.limits.base import Limits
 from afpbench.workers.runs import take_over
 from afpbench.workers.settings import Settings
 from afpbench.workers.store.db import share_sqlite_writer
@@ -54,15 +53,11 @@ HERE, CHILD = 0, 1  # which process owns a cell: `owner` of its id
 _FRAME = struct.Struct(">I")
 
 
-def _limited(limits: Limits) -> bool:
-    return bool(limits.requests_per_min or limits.tokens_per_min or limits.max_in_flight)
-
-
 def may_split(spec: SweepSpec, threads: int, settings: Settings) -> bool:
     """Whether this run may use a second process: embedded, allowed (AFP_EMBEDDED_PROCESSES), at least
     two threads to share out, and no limit declared by any model or judge of the sweep."""
     return (settings.embedded and settings.embedded_processes > 1 and threads >= 2
-            and not any(_limited(m.limits) for m in [*spec.models, *spec.judges]))
+            and not any(m.limits.declared for m in [*spec.models, *spec.judges]))
 
 
 def owner(cell_id: Any) -> Any:

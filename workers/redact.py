@@ -9,10 +9,17 @@ key with NULs between its characters), JSON escapes (`\\u0073k-...`), or inside 
 valid UTF-8 at all. So masking reads every decoding it can find - the text as given, with NULs
 stripped, with JSON escapes undone, and for raw bytes also UTF-16 LE/BE at both alignments - and masks
 a secret found in any of them where it sits in the original, in whichever of those forms it has there.
+
+A server can also echo a key encoded: base64 (a Basic credential, a token it wraps) or hex. A known
+value is masked in those encodings too: its hex digits in either case, and its base64 in the standard
+and URL-safe alphabets at each of the three byte alignments it may have inside a longer encoded text
+(the characters that depend on the key's bytes alone, so whatever surrounds it, those are masked).
+Pattern masking does not decode: a key-shaped string nobody told us about is found only as text.
 """
 
 from __future__ import annotations
 
+import base64
 import codecs
 import re
 from collections.abc import Iterable, Mapping
@@ -82,8 +89,29 @@ _JSON_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})")
 _GAP = r"(?:\x00|\\u0000)*"
 
 
+# An encoded form shorter than this is not masked (a short base64 run matches ordinary text by chance).
+_MIN_ENCODED_LEN = 12
+
+
+@lru_cache(maxsize=256)
+def encoded_forms(value: str) -> tuple[str, ...]:
+    """`value` as a server may echo it encoded: hex of its UTF-8 bytes (lower and upper case) and, for
+    each byte alignment 0-2 inside a longer base64 text, the base64 characters made of its bytes alone,
+    in the standard and the URL-safe alphabet."""
+    raw = value.encode("utf-8")
+    forms = {raw.hex(), raw.hex().upper()}
+    for offset in range(3):
+        encoded = base64.b64encode(b"\x00" * offset + raw).decode("ascii").rstrip("=")
+        first = -(-8 * offset // 6)  # the first character all of whose six bits are the value's
+        last = 8 * (offset + len(raw)) // 6  # one past the last such character
+        core = encoded[first:last]
+        forms |= {core, core.replace("+", "-").replace("/", "_")}
+    return tuple(f for f in forms if len(f) >= _MIN_ENCODED_LEN)
+
+
 def _known(known: Iterable[str]) -> set[str]:
-    return {k for k in known if k and len(k) >= _MIN_KNOWN_LEN}
+    values = {k for k in known if k and len(k) >= _MIN_KNOWN_LEN}
+    return values | {form for value in values for form in encoded_forms(value)}
 
 
 def _unescape(text: str) -> str:
@@ -225,7 +253,7 @@ def mask_bytes(data: bytes, known: Iterable[str] = (), masked_text: str | None =
     a second time on the per-response path."""
     if not data:
         return data
-    known = _known(known)
+    known = tuple(known)
     encoding = body_encoding(data)
     try:
         text = data.decode(encoding)
@@ -238,7 +266,7 @@ def mask_bytes(data: bytes, known: Iterable[str] = (), masked_text: str | None =
     if b"\x00" in data:
         decodings += [data[offset:].decode(codec, "replace") for codec in ("utf-16-le", "utf-16-be")
                       for offset in (0, 1)]
-    secrets = known | _pattern_secrets(view for d in decodings for view in _views(d))
+    secrets = _known(known) | _pattern_secrets(view for d in decodings for view in _views(d))
     for secret in sorted(secrets, key=len, reverse=True):
         data = _flexible_bytes(secret).sub(_shaped_mask, data)
     return data

@@ -17,6 +17,7 @@ from afpbench.workers.cells.dispatch import release, resend
 from afpbench.workers.cells.finish import aggregate_now, finish_if_done
 from afpbench.workers.errors import RunCancelled, SealMismatch, SweepNotFound
 from afpbench.workers.grading.judge_check import JudgeCheck, run_judge_check
+from afpbench.workers.limits.shared import require_shared_limiter
 from afpbench.workers.memory import return_freed_memory
 from afpbench.workers.planning.plan import Plan
 from afpbench.workers.planning.power_plan import power_plan
@@ -49,10 +50,14 @@ class Resumed:
     completed: bool  # nothing was left to run: the sweep was completed here and its summary recomputed
 
 
-def check_services(*, schema: bool = True) -> None:
+def check_services(*, schema: bool = True, spec: SweepSpec | None = None) -> None:
     """Broker (distributed mode) and database answer, and (with `schema`) the schema is current; else
     one error, before anything is written (an unanswered release left a written sweep for the
-    reconciler to run later). schema=False writes nothing (see check_database)."""
+    reconciler to run later). schema=False writes nothing (see check_database). With `spec`: the limits
+    it declares are shared by every worker (limits/shared.py:require_shared_limiter)."""
+    limited = [m.display for m in [*spec.models, *spec.judges] if m.limits.declared] if spec else []
+    if spec is not None and limited:
+        require_shared_limiter(f"sweep {spec.name!r} (limits declared by {', '.join(limited)})")
     if not get_settings().embedded:
         check_broker()
     check_database(schema=schema)
@@ -70,7 +75,7 @@ def start_sweep(spec: SweepSpec, *, check_endpoints: bool = True, judge_check: b
         on_plan(plan)
     # Writes nothing, so bad input or a refused endpoint leaves no file behind; the schema is checked
     # when the engine is first built, inside create_sweep's transaction, before its first row.
-    check_services(schema=False)
+    check_services(schema=False, spec=spec)
     if check_endpoints:
         for model in [*spec.models, *spec.judges]:
             preflight_model(model)

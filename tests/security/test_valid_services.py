@@ -89,8 +89,22 @@ def test_run_with_an_unreachable_database_sends_nothing_to_the_broker(tmp_path, 
     assert sum(client.llen(queue) for queue in QUEUES) == 0, "a message reached the broker"
 
 
-def _env(broker: str, database: str) -> dict[str, str]:
-    return {**os.environ, "AFP_BROKER_URL": broker, "AFP_DATABASE_URL": database, "AFP_LOG_LEVEL": "WARNING"}
+@pytest.mark.parametrize("command", [["status", "1"], ["show", "1"], ["report", "1"], ["verify", "1"],
+                                     ["export", "1", "bundle"], ["db", "current"]])
+def test_read_commands_with_an_unreachable_database_say_so_in_one_line(tmp_path, command):
+    """Rule: `status` and the other read commands report a database that does not answer in one line
+    naming it, exit 2 (README "Exit status"; before: "unexpected OperationalError", exit 1)."""
+    dead_db = f"postgresql+psycopg://postgres@127.0.0.1:{_closed_port()}/afpbench"
+    proc = afpbench(command, tmp_path, env={"AFP_DATABASE_URL": dead_db})
+    line = one_line_error(proc)
+    assert proc.returncode == 2, line
+    assert "database" in line and "does not answer" in line and "AFP_DATABASE_URL" in line, line
+    assert "unexpected" not in line and "Traceback" not in proc.stderr
+
+
+def _env(broker: str, database: str, redis: str | None = None) -> dict[str, str]:
+    env = {**os.environ, "AFP_BROKER_URL": broker, "AFP_DATABASE_URL": database, "AFP_LOG_LEVEL": "WARNING"}
+    return {**env, "AFP_REDIS_URL": redis} if redis else env
 
 
 SENTINEL = "afpbench-test-valid-services-sentinel"
@@ -114,12 +128,12 @@ def _queued(client: redis.Redis) -> int:
     return client.llen("control")
 
 
-def _start_worker(broker: str, database: str) -> tuple[subprocess.CompletedProcess, float]:
+def _start_worker(broker: str, database: str, redis: str | None = None) -> tuple[subprocess.CompletedProcess, float]:
     """`afpbench worker` as a subprocess; (its outcome, seconds until it exited). A worker that keeps
     running past WORKER_START_S is stopped and reported as still running (returncode None)."""
     started = time.monotonic()
     proc = subprocess.Popen([sys.executable, "-m", "afpbench.api.cli", "worker", "--queues", "control",
-                             "--concurrency", "1"], cwd=REPO, env=_env(broker, database),
+                             "--concurrency", "1"], cwd=REPO, env=_env(broker, database, redis),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         out, err = proc.communicate(timeout=WORKER_START_S)
@@ -152,6 +166,33 @@ def test_a_worker_with_an_unreachable_broker_refuses_to_start(tmp_path):
     assert proc.returncode is not None, f"the worker kept running: {proc.stderr[-2000:]}"
     line = one_line_error(proc)
     assert proc.returncode == 2 and "broker" in line and "127.0.0.1:1" in line, line
+
+
+@pytest.mark.parametrize("broker", ["kafka://127.0.0.1:9092", "foo://x", "127.0.0.1:6379"])
+@pytest.mark.parametrize("command", [["worker", "--concurrency=1"], ["run"]])
+def test_an_unsupported_broker_is_named_with_the_supported_ones(tmp_path, broker, command):
+    """Rule: a broker scheme afpbench does not support is one line naming it and the supported schemes,
+    exit 2, nothing written (before: "unexpected NameError / KeyError", exit 1)."""
+    args = [*command, str(_spec(tmp_path))] if command == ["run"] else command
+    proc = afpbench(args, tmp_path, env={"AFP_BROKER_URL": broker, "AFP_REDIS_URL": "redis://127.0.0.1:1/0"})
+    line = one_line_error(proc)
+    assert proc.returncode == 2, line
+    assert "unsupported broker" in line and "redis://" in line and "amqp://" in line, line
+    assert row_count(tmp_path / "afpbench.db") == 0
+
+
+@pytest.mark.parametrize("vhost", ["", "afptest_no_such_vhost"])
+def test_a_refused_rabbitmq_login_is_named(tmp_path, vhost):
+    """Rule: RabbitMQ refusing the login (a wrong password, an unknown vhost) is one line saying the
+    broker refused it, its password hidden, exit 2 (before: "unexpected AccessRefused", exit 1)."""
+    broker = f"amqp://guest:wrong-password@127.0.0.1:5672/{vhost}" if not vhost else \
+        f"amqp://guest:guest@127.0.0.1:5672/{vhost}"
+    proc, _ = _start_worker(broker, f"sqlite:///{tmp_path / 'afpbench.db'}", redis="redis://127.0.0.1:1/0")
+    line = one_line_error(proc)
+    if "does not answer" in line:
+        pytest.skip(f"RabbitMQ unavailable: {line}")
+    assert proc.returncode == 2 and "refused the login" in line and "AFP_BROKER_URL" in line, line
+    assert "wrong-password" not in proc.stdout + proc.stderr
 
 
 def test_a_worker_whose_schema_is_behind_refuses_to_start(fresh_redis, postgres_url):

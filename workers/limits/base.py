@@ -30,6 +30,11 @@ class Limits(StrictModel):
     tokens_per_min: Number | None = Field(default=None, gt=0)
     max_in_flight: Count | None = Field(default=None, ge=1)
 
+    @property
+    def declared(self) -> bool:
+        """Whether any limit is declared (a burst alone limits nothing)."""
+        return bool(self.requests_per_min or self.tokens_per_min or self.max_in_flight)
+
 
 def pool_key(provider: str, base_url: str, api_key: str | None) -> str:
     fingerprint = hashlib.sha256(api_key.encode()).hexdigest()[:8] if api_key else "nokey"

@@ -178,3 +178,69 @@ _FRAGMENTS = ["sk-", "ant-", "AIza", "gsk_", "hf_", "xai-", "eyJ", ".", "Bearer"
 def test_precheck_never_changes_a_result(text):
     """Rule: mask_secrets with the pre-check equals every pattern applied in turn, on any text."""
     assert mask_secrets(text) == _every_pattern(text)
+
+
+# --- encoded echoes of a known key (base64, hex) --------------------------------------------------
+
+_KEY = "canary0f3a9c2e7b514d6a8e1f"
+
+
+def _still_decodes_to_key(text: str) -> bool:
+    """Whether any base64 run of `text`, read from any of its first four characters, holds the key."""
+    import base64
+    import re
+
+    for run in re.findall(r"[A-Za-z0-9+/_\-]{4,}", text):
+        for start in range(4):
+            part = run[start:].replace("-", "+").replace("_", "/")
+            try:
+                if _KEY[:12].encode() in base64.b64decode(part[: len(part) // 4 * 4]):
+                    return True
+            except ValueError:
+                continue
+    return False
+
+
+@pytest.mark.parametrize("prefix", [b"", b"x", b"xy", b"Bearer ", b"user:"])
+@pytest.mark.parametrize("alphabet", ["standard", "urlsafe"])
+def test_a_base64_echo_of_a_known_key_is_masked_at_every_alignment(prefix, alphabet):
+    """Rule: a key echoed base64-encoded (alone or inside a longer encoded text) is masked."""
+    import base64
+
+    encode = base64.b64encode if alphabet == "standard" else base64.urlsafe_b64encode
+    echoed = encode(prefix + _KEY.encode() + b" trailing bytes").decode()
+    text = f'{{"error": "bad credential {echoed}"}}'
+    assert _still_decodes_to_key(text), "the sample holds the key"
+    for masked in (mask_secrets(text, [_KEY]), mask_known(text, [_KEY])):
+        assert MASK in masked and not _still_decodes_to_key(masked), masked
+
+
+@pytest.mark.parametrize("form", ["lower", "upper"])
+def test_a_hex_echo_of_a_known_key_is_masked(form):
+    """Rule: a key echoed as the hex of its bytes, in either case, is masked."""
+    hexed = _KEY.encode().hex()
+    hexed = hexed.upper() if form == "upper" else hexed
+    assert mask_known(f"key=0x{hexed};", [_KEY]) == f"key=0x{MASK};"
+
+
+def test_encoded_echoes_are_masked_in_raw_bytes_too():
+    """Rule: the exact bytes of a body (stored base64) lose the encoded key as the text does."""
+    import base64
+
+    from afpbench.workers.redact import mask_bytes
+
+    body = b"\xff\xfe not utf-8: " + base64.b64encode(b"k=" + _KEY.encode()) + b" " + _KEY.encode().hex().encode()
+    masked = mask_bytes(body, [_KEY])
+    assert base64.b64encode(_KEY.encode())[4:20] not in masked and _KEY.encode().hex().encode() not in masked
+    assert masked.startswith(b"\xff\xfe not utf-8: ")
+
+
+def test_text_without_an_encoded_key_is_unchanged():
+    """Not over-eager: other base64 and hex text, and a short key's encodings, are left as they are."""
+    import base64
+
+    other = base64.b64encode(b"some other credential entirely").decode() + " deadbeefcafebabe"
+    assert mask_known(other, [_KEY]) == other
+    from afpbench.workers.redact import encoded_forms
+
+    assert all(len(form) >= 12 for form in encoded_forms("abcdef"))
