@@ -139,7 +139,8 @@ def check(
     as_json: bool = typer.Option(False, "--json", help="print the findings as JSON"),
 ) -> None:
     """Score one answer without a sweep: assertions with their spans, invariants, figures, provenance,
-    and with --judge the verdict and its state (default pass and dispute rules)."""
+    and with --judge the verdict and its state (default pass and dispute rules). Exit 3 when a judge
+    got no reply to any call: the answer could not be judged (verdict INFRA_ERROR)."""
     from afpbench.scoring.answer_check import check_answer
 
     fx = _fixture_arg(fixture, directory)
@@ -151,14 +152,47 @@ def check(
     report = _gate(fx)
     record = result.as_record()
     record["validity"] = {"passed": report.passed, "failures": [f.__dict__ for f in report.failures]}
+    unavailable = None
     if judge:
-        from afpbench.api.fixture_judging import judge_answer
-
-        record["judgement"] = judge_answer(fx, result, report, judge, base_url, api_key_env)
+        record["judgement"], unavailable = _judged(fx, result, record["validity"], judge, base_url, api_key_env)
     if as_json:
         typer.echo(json.dumps(record, indent=2, default=str))
-        return
-    _print(record)
+    else:
+        _print(record)
+    if unavailable:
+        # The answer was not judged (a judge got no reply): exit 3, as a run whose cells were excluded.
+        from afpbench.workers.errors import ExcludedForConfiguration
+
+        raise typer.Exit(ExcludedForConfiguration.exit_code)
+
+
+def _judged(fx, result, validity: dict, options: list[str], base_url: str | None, api_key_env: str | None):
+    """The judges named by `options` (PROVIDER:MODEL) asked about the answer exactly as in a sweep
+    (workers/grading/answer_judging.py); (the report's judgement part, why it could not be judged)."""
+    from contextlib import ExitStack
+
+    from afpbench.api.cli_scoring import judge_from_option
+    from afpbench.reference.loader import load_judge_prompt
+    from afpbench.workers.grading.answer_judging import judge_answer
+    from afpbench.workers.settings import get_settings
+    from afpbench.workers.sim.local import needs_local_sim, start_local_sim
+
+    judges = [judge_from_option(o, base_url, api_key_env) for o in options]
+    with ExitStack() as stack:
+        if needs_local_sim(judges):
+            start_local_sim(stack, get_settings())
+        judged = judge_answer(fx, result.answer, result.tool_calls, validity, judges, load_judge_prompt())
+    v = judged.verdict
+    return {
+        "judges": [j.display for j in judges],
+        "simulated": any(j.simulated for j in judges),
+        "tries": judged.tries,
+        "judge_unavailable": judged.judge_unavailable,
+        "verdict": {
+            "state": v.state.value, "scores": v.scores, "total": v.total, "fatal_criterion": v.fatal_criterion,
+            "rationale": v.rationale, "dispute_reasons": v.dispute_reasons,
+        },  # fmt: skip
+    }, judged.judge_unavailable
 
 
 def _print(record: dict) -> None:

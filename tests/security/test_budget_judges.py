@@ -36,7 +36,8 @@ def test_an_unreachable_judge_ends_the_cell_infra_error_within_the_budget(tmp_pa
     assert proc.returncode == 3, proc.stderr[-2000:]
     db = tmp_path / "afpbench.db"
     ((state, reason),) = query(db, "select state, state_reason from cell")
-    assert state == "INFRA_ERROR" and f"judge unavailable after {MAX_ATTEMPTS} scoring tries" in reason, reason
+    assert state == "INFRA_ERROR" and reason.startswith("judge unavailable: judge "), reason
+    assert f"after {MAX_ATTEMPTS} scoring tries" in reason, reason
     lost = query(db, "select count(*) from judgement where parse_error like 'judge unavailable%'")[0][0]
     assert lost == MAX_ATTEMPTS
     assert judge_calls == MAX_ATTEMPTS  # one call per try (max_parse_retries 0), none after the budget

@@ -1,49 +1,29 @@
-"""Judges: one call through the same adapters and shared limiter as the tested models, and a judging
-round (every configured judge once, with bounded parse retries), every try kept as a Judgement row.
+"""One judge call through the same adapters and shared limiter as the tested models (the judging
+round, its retries and the verdict: judging.py).
 
 Every judge call carries the fixture's judgement schema; the adapter sends it as the provider's
 structured output, or drops it where that is off (workers/providers/structured.py). The text read back
 is the answer, or the forced tool's arguments (Anthropic), and goes through the same strict parse; a
 reply cut at max_tokens is named truncated, and a retry feeds the reason back (scoring/judge_reply.py),
-since an identical request at temperature 0 returns identical text. Each row keeps the call's finish
-reason, tokens, latency, the request as sent, and what its retry changed."""
+since an identical request at temperature 0 returns identical text. A call keeps its finish reason,
+tokens, latency and the request as sent (`JudgeCall`)."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
 
-from sqlmodel import Session
-
 from afpbench.fixtures.schema import Fixture
-from afpbench.reference.hashing import text_sha256
-from afpbench.scoring.judge import (
-    JUDGEMENT_SCHEMA_DESCRIPTION,
-    JUDGEMENT_SCHEMA_NAME,
-    Judgement,
-    JudgementError,
-    build_judge_messages,
-    judgement_schema,
-)
-from afpbench.scoring.judge_reply import JudgeReply, read_reply, retry_messages
+from afpbench.scoring.judge import JUDGEMENT_SCHEMA_DESCRIPTION, JUDGEMENT_SCHEMA_NAME, judgement_schema
 from afpbench.workers.errors import JudgeUnavailable
 from afpbench.workers.limits.base import Limits
 from afpbench.workers.limits.shared import get_limiter
 from afpbench.workers.providers.families import adapter_for
 from afpbench.workers.providers.types import AdapterResult, ChatRequest, OutcomeClass, ResponseSchema, Usage
-from afpbench.workers.store.lossless import storable_text
-from afpbench.workers.store.models import CALL_FAILED, Cell, saved_id
-from afpbench.workers.store.models import Judgement as JudgementRow
 from afpbench.workers.sweeps.endpoints import endpoint_for
-from afpbench.workers.sweeps.inputs import SweepInputs
-from afpbench.workers.sweeps.pools import pool_limits, pool_of
-from afpbench.workers.sweeps.progress import is_cancelled
+from afpbench.workers.sweeps.pools import pool_of
 from afpbench.workers.sweeps.spec import ModelSpec
 from afpbench.workers.sweeps.time_limits import judge_slot_wait_s, slot_lease_s
-
-
-class JudgingCancelled(Exception):
-    """The sweep was cancelled between two judge calls: no further judge call is started."""
 
 
 def judgement_response(fixture: Fixture, swapped: bool = False) -> ResponseSchema:
@@ -116,77 +96,3 @@ def call_judge(
     """One judge call through the shared limiter; returns (raw text, error)."""
     call = judge_call(judge, messages, cell_key, response_schema)
     return call.text, call.error
-
-
-def judge_round(
-    session: Session,
-    cell: Cell,
-    inputs: SweepInputs,
-    judges: list[ModelSpec],
-    response: str,
-    originated: list[str],
-    scoring_run: int,
-    judge_round: int,
-) -> tuple[list[Judgement], int]:
-    """Every configured judge once (with bounded parse retries); rows stored; returns (usable, failures)."""
-    fixture = inputs.fixtures[cell.fixture_id]
-    fatal_ids = fixture.fatal_ids()
-    messages = build_judge_messages(
-        fixture, response, inputs.judge_prompt, originated, swapped=judge_round == 2
-    )
-    wanted = judgement_response(fixture, swapped=judge_round == 2)
-    prompt_hash = text_sha256(inputs.judge_prompt)
-
-    def row(judge: ModelSpec, call: JudgeCall, parsed: dict | None, parse_error: str | None,
-            retry_change: str | None) -> JudgementRow:
-        """Every try is kept: the raw text, and either the parsed judgement or why it is unusable."""
-        return JudgementRow(
-            cell_id=saved_id(cell.id), scoring_run=scoring_run, judge_label=judge.display, judge_round=judge_round,
-            # A judge's text may hold bytes a database column cannot (NUL on PostgreSQL): stored readable.
-            prompt_sha256=prompt_hash, raw_text=None if call.text is None else storable_text(call.text),
-            parsed=parsed, parse_error=parse_error, simulated=judge.simulated,
-            finish_reason=call.finish_reason, input_tokens=call.usage.input_tokens,
-            output_tokens=call.usage.output_tokens, latency_ms=call.latency_ms,
-            request_sent=call.request_sent or None, retry_change=retry_change,
-        )
-
-    usable: list[Judgement] = []
-    failures = 0
-    for judge in judges:
-        parsed: Judgement | JudgementError | None = None
-        infra_errors = 0
-        sent, change = messages, None  # a retry after an unusable reply feeds its reason back
-        for number in range(1, inputs.spec.dispute_rule.max_parse_retries + 2):
-            if is_cancelled(cell.sweep_id):
-                raise JudgingCancelled(f"sweep cancelled during judging round {judge_round}: judge "
-                                       f"{judge.display} not called; the calls made are kept")
-            call = judge_call(judge, sent, f"{cell.key}|judge{judge_round}", wanted, pool_limits(inputs.spec, judge))
-            if call.error:
-                infra_errors += 1
-                session.add(row(judge, call, None, f"{CALL_FAILED}: {call.error}", change))
-                continue
-            assert call.text is not None, "a judge call gives either a text or an error"
-            reply = JudgeReply(call.text, call.finish_reason, call.usage.output_tokens)
-            parsed = read_reply(reply, fatal_ids, response)
-            if isinstance(parsed, Judgement):
-                session.add(row(judge, call, _judgement_json(parsed), None, change))
-                break
-            session.add(row(judge, call, None, parsed.reason, change))
-            sent, change = retry_messages(messages, parsed, number + 1)
-        if infra_errors and parsed is None:
-            raise JudgeUnavailable(f"judge {judge.display} unavailable: {infra_errors} failed calls")
-        if isinstance(parsed, Judgement):
-            usable.append(parsed)
-        else:
-            failures += 1
-    return usable, failures
-
-
-def _judgement_json(j: Judgement) -> dict:
-    return {
-        "scores": j.scores,
-        "rationales": j.rationales,
-        "fatal_flags": j.fatal_flags,
-        "quotes": j.quotes,
-        "total": j.total,
-    }

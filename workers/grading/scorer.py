@@ -1,14 +1,14 @@
 """Score one executed cell: provenance, assertions, judges (with the blind swapped re-judge), verdict.
 
-The logic lives in scoring/ (pure); this module loads rows, has the judges asked (judges.py) and
-writes Result rows. Nothing is
+The logic lives in scoring/ (pure); this module loads rows, has the judges asked (judging.py, the
+routine `afpbench fixtures check --judge` calls too) and writes Result rows. Nothing is
 overwritten: a re-score adds a new scoring run.
 """
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
@@ -16,11 +16,10 @@ from sqlalchemy import ColumnElement, func, or_, update
 from sqlmodel import Session, col, select
 
 from afpbench.scoring.evidence import Evidence, gather_evidence
-from afpbench.scoring.judge import Judgement
-from afpbench.scoring.states import ResultState
-from afpbench.scoring.verdict import DisputeRule, PassRule, Verdict, decide
+from afpbench.scoring.verdict import DisputeRule, PassRule, Verdict
 from afpbench.workers.errors import JudgeUnavailable, RecordNotFound
-from afpbench.workers.grading.judges import JudgingCancelled, judge_round
+from afpbench.workers.grading.judging import JUDGE_UNAVAILABLE, JudgingInputs, judged_verdict, unjudged
+from afpbench.workers.grading.sweep_seat import JudgingCancelled, SweepSeat
 from afpbench.workers.providers.types import OutcomeClass
 from afpbench.workers.settings import get_settings
 from afpbench.workers.store.db import session_scope
@@ -129,10 +128,6 @@ def score_cell(cell_id: int, worker: str) -> Scored | RejudgeLater | NotScored:
             return _judge_unavailable(cell_id, cell.sweep_id, owner, str(exc))
 
 
-# Judgement rows that record a scoring try lost to an unreachable judge (the try's own rows roll back).
-JUDGE_UNAVAILABLE = "judge unavailable"
-
-
 def _judge_unavailable(cell_id: int, sweep_id: str, owner: str, reason: str) -> Scored | RejudgeLater:
     """A scoring try that could not reach a judge: kept on record, and bounded by the one attempt
     budget (AFP_MAX_ATTEMPTS) like every other retry path. Within it, the cell goes back to
@@ -149,16 +144,13 @@ def _judge_unavailable(cell_id: int, sweep_id: str, owner: str, reason: str) -> 
             session.execute(update(Cell).where(_still_ours(cell_id, owner))
                             .values(phase=Phase.awaiting_score, lease_owner=None, lease_until=None))
             return RejudgeLater(30.0, reason)
-        why = f"{JUDGE_UNAVAILABLE} after {lost} scoring tries (AFP_MAX_ATTEMPTS={budget}): {reason}"[:2000]
-        done = session.exec(update(Cell).where(_still_ours(cell_id, owner)).values(
-            phase=Phase.done, state=ResultState.INFRA_ERROR.value, state_reason=why, lease_owner=None,
-            lease_until=None, updated_at=utcnow())).rowcount
+        verdict = unjudged(f"{reason} (after {lost} scoring tries, AFP_MAX_ATTEMPTS={budget})")
+        verdict = replace(verdict, rationale=verdict.rationale[:2000])
+        done = session.exec(update(Cell).where(_still_ours(cell_id, owner)).values(**done_values(verdict))).rowcount
         if done:
-            session.add(Result(cell_id=cell_id, sweep_id=sweep_id, scoring_run=run,
-                               state=ResultState.INFRA_ERROR.value, rationale=why,
-                               details={"decided_at": "scoring", "judge_unavailable": lost},
-                               scorer_version=f"{SCORER_VERSION}/{afpbench_version()}"))
-        return Scored(ResultState.INFRA_ERROR.value)
+            details = {"decided_at": "scoring", "judge_unavailable": lost}
+            session.add(result_row(cell_id, sweep_id, run, verdict, details))
+        return Scored(verdict.state.value)
 
 
 def _current_state(session: Session, cell_id: int) -> str | None:
@@ -180,6 +172,8 @@ def evidence_for(
 def score_answer(
     session: Session, cell_id: int, judges: list[ModelSpec] | None = None
 ) -> tuple[Verdict, dict, int]:
+    """The verdict on the cell's last attempt (judging.py:judged_verdict, every try a Judgement row of a
+    new scoring run). Raises JudgeUnavailable when a judge got no reply, JudgingCancelled on a cancel."""
     cell = _cell(session, cell_id)
     inputs = inputs_for(session, cell.sweep_id)
     judges = inputs.spec.judges if judges is None else judges
@@ -191,19 +185,9 @@ def score_answer(
     run = next_scoring_run(session, cell_id)
     ev = evidence_for(inputs, validity_for(session, cell.sweep_id), cell.fixture_id, attempt.id,
                       attempt.output_text, attempt.tool_calls, attempt.outcome)
-    originated = ev.untraceable  # the ladder's originated figures, less those verbatim in the evidence
-    rules: dict[str, Any] = {"pass_rule": ev.pass_rule, "dispute_rule": ev.dispute_rule}
-    judgements: list[Judgement]
-    judgements, failures = ([], 0)
-    if ev.validity.passed:
-        judgements, failures = judge_round(session, cell, inputs, judges, ev.response, originated, run, 1)
-    verdict = decide("answered", ev.validity, ev.assertions, judgements, failures, **rules)
-    if verdict.needs_rejudge:
-        swapped, swapped_failures = judge_round(session, cell, inputs, judges, ev.response, originated, run, 2)
-        verdict = decide(
-            "answered", ev.validity, ev.assertions, judgements, failures, swapped, swapped_failures, **rules
-        )
-    verdict = ev.annotate(verdict)
+    job = JudgingInputs(inputs.fixtures[cell.fixture_id], judges, inputs.judge_prompt,
+                        inputs.spec.dispute_rule.max_parse_retries)
+    verdict = judged_verdict(SweepSeat(session, cell, inputs, run), job, ev)
     return verdict, ev.details(verdict, [j.display for j in judges]), run
 
 
