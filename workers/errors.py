@@ -117,3 +117,12 @@ class WeightsMismatch(AfpbenchError):
 
 class LocalServerNotReady(DependencyError):
     """The local model server did not answer /health with status ok in time."""
+
+
+class RerunRefused(AfpbenchError, ValueError):
+    """`afpbench rerun` asked for something the protocol's rerun does not allow (a state other than
+    INFRA_ERROR / PROVIDER_BLOCK, a model or fixture the sweep does not have)."""
+
+
+class RerunConflict(ConflictError):
+    """The sweep cannot be rerun as it is (cancelled: resume it first)."""
