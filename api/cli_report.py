@@ -76,11 +76,22 @@ def _record_table(record: dict) -> Table:
         ("grader prompt sha256", ", ".join(record["grader_prompt"]["sha256"]) or "-"),
         ("human review", json.dumps(record["human_review_outcome"])),
         ("attempts / results", f"{len(record['attempts'])} / {len(record['results'])}"),
+        ("superseded", _superseded(record)),
         ("raw output", str(record["raw_output"]["text"])),
     ]
     for name, value in rows:
         table.add_row(name, Text(value))  # Text: model output and rationales are data, never rich markup
     return table
+
+
+def _superseded(record: dict) -> str:
+    """Which attempts and results a rerun superseded, and the rerun's note (else "-")."""
+    attempts = [str(a["number"]) for a in record["attempts"] if a["superseded"]]
+    results = [str(r["scoring_run"]) for r in record["results"] if r["superseded"]]
+    if not attempts and not results:
+        return "-"
+    by = next(x["superseded"] for x in [*record["attempts"], *record["results"]] if x["superseded"])
+    return f"attempts {', '.join(attempts) or '-'}; results (scoring runs) {', '.join(results) or '-'}; by {by}"
 
 
 def register(app: typer.Typer) -> None:

@@ -1,10 +1,18 @@
-"""Sweep-level commands: verify, resume, cancel (results, adjudication and export register here too)."""
+"""Sweep-level commands: verify, resume, rerun, cancel (results, adjudication and export register here too)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
 
 import typer
 
 from afpbench.reference.errors import AfpbenchError
+
+if TYPE_CHECKING:
+    from afpbench.workers.cells.rerun import NothingToRerun, Reopened
+
+Done = TypeVar("Done")
 
 
 class CommandError(AfpbenchError):
@@ -66,7 +74,8 @@ def register(app: typer.Typer) -> None:
         from afpbench.workers.settings import get_settings
 
         if get_settings().embedded and not progress(sweep).finished:
-            _resume_here(sweep)
+            _run_here(sweep, lambda: resume_sweep(sweep),
+                      lambda done: f"re-sent {done.resent} cells of sweep {sweep} and ran them here")
             return
         done = resume_sweep(sweep)
         if done.completed:
@@ -75,6 +84,27 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"sweep {sweep} is complete; nothing to resume")
         else:
             typer.echo(f"re-sent {done.resent} cells of sweep {sweep}")
+
+    @app.command()
+    def rerun(
+        sweep: str,
+        state: str = typer.Option("INFRA_ERROR,PROVIDER_BLOCK", "--state",
+                                  help="comma-separated: INFRA_ERROR, PROVIDER_BLOCK"),
+        model: str | None = typer.Option(None, "--model", help="only this model's cells (its label)"),
+        fixture: str | None = typer.Option(None, "--fixture", help="only this fixture's cells (its id)"),
+        note: str | None = typer.Option(None, "--note", help="what was fixed or documented (kept with the rerun)"),
+    ) -> None:
+        """The protocol's rerun: new attempts for a sweep's finished INFRA_ERROR / PROVIDER_BLOCK cells, after
+        the environment was fixed or documented. Earlier attempts and results stay on record, shown as
+        superseded; refused if a sealed input changed. Embedded mode runs the cells here."""
+        from afpbench.workers import runs
+        from afpbench.workers.settings import get_settings
+
+        choice = runs.RerunChoice(tuple(s.strip() for s in state.split(",") if s.strip()), model, fixture, note)
+        if get_settings().embedded:
+            _run_here(sweep, lambda: runs.rerun(sweep, choice), _rerun_line)
+            return
+        typer.echo(_rerun_line(runs.rerun(sweep, choice)))
 
     @app.command()
     def cancel(sweep: str) -> None:
@@ -91,9 +121,18 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"sweep {sweep} is {done.status} with no unfinished cells; nothing to cancel")
 
 
-def _resume_here(sweep_id: str) -> None:
+def _rerun_line(done: Reopened | NothingToRerun) -> str:
+    from afpbench.workers.cells.rerun import NothingToRerun
+
+    if isinstance(done, NothingToRerun):
+        return done.reason
+    return f"rerun {done.number} of sweep {done.sweep_id}: {done.cells} cells reopened for new attempts"
+
+
+def _run_here(sweep_id: str, action: Callable[[], Done], line: Callable[[Done], str]) -> None:
     """Embedded mode: messages go to this process's in-memory broker, so start the embedded worker (and
-    the local simulator, if the sweep needs it), re-send, and wait as `afpbench run` does."""
+    the local simulator, if the sweep needs it), do `action` (resume, rerun), and wait as `afpbench run`
+    does; `line` says what the action did."""
     from contextlib import ExitStack
 
     from rich.console import Console
@@ -101,8 +140,7 @@ def _resume_here(sweep_id: str) -> None:
     from afpbench.api.display import progress_bar
     from afpbench.workers.embedded import embedded_worker
     from afpbench.workers.errors import SweepNotFound
-    from afpbench.workers.runs import resume as resume_sweep
-    from afpbench.workers.runs import wait_for
+    from afpbench.workers.runs import progress, wait_for
     from afpbench.workers.settings import get_settings
     from afpbench.workers.sim.local import needs_local_sim, start_local_sim
     from afpbench.workers.store.db import session_scope
@@ -119,8 +157,11 @@ def _resume_here(sweep_id: str) -> None:
         if needs_local_sim([*spec.models, *spec.judges]):
             start_local_sim(stack, settings)
         stack.enter_context(embedded_worker(settings.embedded_threads))
-        done = resume_sweep(sweep_id)
+        done = action()
+        if progress(sweep_id).finished:  # nothing was reopened or re-sent
+            typer.echo(line(done))
+            return
         with progress_bar(Console(stderr=True)) as update:
             final = wait_for(sweep_id, on_progress=update)
-    typer.echo(f"re-sent {done.resent} cells of sweep {sweep_id} and ran them here: {final.done} of "
-               f"{final.total} cells done, status {final.status}")
+    states = ", ".join(f"{k} {v}" for k, v in sorted(final.states.items()))
+    typer.echo(f"{line(done)}; {final.done} of {final.total} cells done ({states}), status {final.status}")

@@ -126,3 +126,12 @@ class LocalServerNotReady(DependencyError):
 class JudgeCheckFailed(DependencyError):
     """A judge gave no usable judgement on the calibration answers before the sweep (workers/grading/
     judge_check.py): every cell would await a human. One line names the judge and why; nothing written."""
+
+
+class RerunRefused(AfpbenchError, ValueError):
+    """`afpbench rerun` asked for something the protocol's rerun does not allow (a state other than
+    INFRA_ERROR / PROVIDER_BLOCK, a model or fixture the sweep does not have)."""
+
+
+class RerunConflict(ConflictError):
+    """The sweep cannot be rerun as it is (cancelled: resume it first)."""

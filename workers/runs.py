@@ -15,6 +15,8 @@ from afpbench.workers.cells.claim import ATTEMPT_INTERRUPTED, ATTEMPT_STARTED
 from afpbench.workers.cells.completion import open_cells
 from afpbench.workers.cells.dispatch import release, resend
 from afpbench.workers.cells.finish import aggregate_now, finish_if_done
+from afpbench.workers.cells.rerun import NothingToRerun, Reopened, RerunChoice
+from afpbench.workers.cells.rerun import rerun as reopen
 from afpbench.workers.errors import RunCancelled, SealMismatch, SweepNotFound
 from afpbench.workers.grading.judge_check import JudgeCheck, run_judge_check
 from afpbench.workers.limits.shared import require_shared_limiter
@@ -159,6 +161,16 @@ def resume(sweep_id: str) -> Resumed:
         return Resumed(0, SweepStatus.complete, True)
     resent = resend([(saved_id(i), provider, phase) for i, provider, phase in rows], sweep_id)
     return Resumed(resent + release(sweep_id), status, False)
+
+
+def rerun(sweep_id: str, choice: RerunChoice, *, check_endpoints: bool = True) -> Reopened | NothingToRerun:
+    """The protocol's rerun of a sweep's finished INFRA_ERROR / PROVIDER_BLOCK cells (workers/cells/rerun.py):
+    refused if a sealed input changed; the chosen models' endpoints are preflighted (the environment
+    was fixed: check it); the reopened cells are then released like any pending cell."""
+    done = reopen(sweep_id, choice, preflight_model if check_endpoints else None)
+    if isinstance(done, Reopened):
+        release(sweep_id)
+    return done
 
 
 def cancel(sweep_id: str) -> Cancelled:

@@ -16,11 +16,13 @@ from afpbench.api.http.posted_spec import PostedSweepSpec
 from afpbench.api.http.report_cache import ReportCache, etag_matches
 from afpbench.api.http.schemas import (
     ErrorMessage,
+    RerunRequest,
     SweepCancelled,
     SweepCreated,
     SweepDetail,
     SweepPage,
     SweepReport,
+    SweepRerun,
     SweepResumed,
     SweepSummary,
 )
@@ -142,6 +144,25 @@ def resume_sweep(sweep_id: str) -> SweepResumed:
     except (FixtureError, ReferenceFileError) as exc:  # sealed inputs can no longer be read
         raise HTTPException(status.HTTP_409_CONFLICT, f"sweep {sweep_id}: {exc}") from None
     return SweepResumed(id=sweep_id, resent=resent)
+
+
+@router.post("/{sweep_id}/rerun", response_model=SweepRerun,
+             responses={403: WRONG_ORIGIN_RESPONSE, 404: {"description": "unknown sweep"},
+                        409: {"description": "inputs changed since the seal (names the changed components), or "
+                                            "the sweep is cancelled"}})
+def rerun_sweep(sweep_id: str, body: RerunRequest | None = None) -> SweepRerun:
+    """New attempts for the sweep's chosen finished INFRA_ERROR / PROVIDER_BLOCK cells (the same service as
+    `afpbench rerun`); their earlier attempts and results stay on record as superseded."""
+    body = body or RerunRequest()
+    choice = runs.RerunChoice(tuple(body.states), body.model, body.fixture, body.note)
+    try:
+        done = runs.rerun(sweep_id, choice)
+    except (FixtureError, ReferenceFileError) as exc:  # sealed inputs can no longer be read
+        raise HTTPException(status.HTTP_409_CONFLICT, f"sweep {sweep_id}: {exc}") from None
+    if isinstance(done, runs.NothingToRerun):
+        return SweepRerun(id=sweep_id, rerun=None, cells=0, message=done.reason)
+    return SweepRerun(id=sweep_id, rerun=done.number, cells=done.cells,
+                      message=f"rerun {done.number}: {done.cells} cells of sweep {sweep_id} reopened")
 
 
 @router.get("/{sweep_id}/report", response_class=Response,

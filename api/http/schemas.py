@@ -5,7 +5,7 @@ workers.results.summary.SweepSummary, documented here as SweepReport)."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -73,6 +73,26 @@ class SweepCancelled(BaseModel):
 class SweepResumed(BaseModel):
     id: str
     resent: int = Field(description="messages sent again (duplicates are harmless: tasks are idempotent)")
+
+
+RerunState = Literal["INFRA_ERROR", "PROVIDER_BLOCK"]
+
+
+class RerunRequest(BaseModel):
+    """Which finished cells get new attempts (the protocol's "fix or document the environment and rerun")."""
+
+    model_config = ConfigDict(extra="forbid")
+    states: list[RerunState] = Field(default=["INFRA_ERROR", "PROVIDER_BLOCK"], min_length=1)
+    model: str | None = Field(default=None, description="one model's label; default every model")
+    fixture: str | None = Field(default=None, description="one fixture id; default every fixture")
+    note: str | None = Field(default=None, max_length=2000, description="what was fixed or documented")
+
+
+class SweepRerun(BaseModel):
+    id: str
+    rerun: int | None = Field(description="the sweep's rerun number; null when there was nothing to rerun")
+    cells: int = Field(description="cells reopened for new attempts (0: nothing to rerun)")
+    message: str
 
 
 class CellSummary(BaseModel):

@@ -154,7 +154,8 @@ def attempts(r: RunRecord) -> v.Safe:
     for a in r.attempts:
         head = (f"attempt {a.number}: {a.outcome}, HTTP {a.http_status or '-'}, "
                 f"{'-' if a.latency_ms is None else f'{a.latency_ms:.0f} ms'}"
-                + (" (scored)" if a.id == r.raw_output.attempt_id else "") + (" SIMULATED" if a.simulated else ""))
+                + (" (scored)" if a.id == r.raw_output.attempt_id else "") + (" SIMULATED" if a.simulated else "")
+                + (f" SUPERSEDED by {a.superseded}" if a.superseded else ""))
         rows = [("worker", a.worker or "-"), ("started / finished", f"{a.started_at} / {a.finished_at}"),
                 ("error", a.error or "-"), ("finish reason", a.finish_reason or "-"),
                 ("served model", a.served_model or "-"), ("request id", a.provider_request_id or "-"),
@@ -167,13 +168,14 @@ def attempts(r: RunRecord) -> v.Safe:
 
 def history(r: RunRecord) -> v.Safe:
     results = [[x.scoring_run, v.state_badge(x.state), x.total if x.total is not None else "-",
-                x.fatal_criterion or "-", str(x.details.get("source", "scorer")), x.rationale or "-", x.created_at]
-               for x in r.results]
+                x.fatal_criterion or "-", str(x.details.get("source", "scorer")), x.rationale or "-", x.created_at,
+                x.superseded or "-"] for x in r.results]
     decisions = [[d.reviewer, f"{d.from_state or '-'} -> {d.state}", "override" if d.override else "dispute",
                   d.reason or "-", d.note or "-", _json(d.scores) if d.scores else "-", d.created_at]
                  for d in r.human_review_outcome or []]
     return v.join([
-        v.table(["scoring run", "state", "total", "fatal", "source", "rationale", "at (UTC)"], results, tid="results"),
+        v.table(["scoring run", "state", "total", "fatal", "source", "rationale", "at (UTC)", "superseded by"], results,
+                tid="results"),
         v.Safe("<h3>Human decisions</h3>"),
         v.table(["reviewer", "from -> to", "kind", "reason", "note", "scores", "at (UTC)"], decisions,
                 tid="decisions") if decisions else v.para("no human decision", "muted"),

@@ -6,7 +6,8 @@ transaction, so a try whose worker is killed mid-call stays on record (outcome "
 "interrupted" once the next claim takes over) instead of leaving only a bumped counter.
 
 The claim is also where the attempt budget (AFP_MAX_ATTEMPTS) is enforced: it never starts attempt
-max_attempts + 1. A cell that is due again with its budget spent (its last try was lost with its worker,
+max_attempts + 1 (counted since the cell's latest rerun, if any: cell.attempt_base, workers/cells/rerun.py).
+A cell that is due again with its budget spent (its last try was lost with its worker,
 or its record could not be written) ends INFRA_ERROR instead, saying so. Task retries, reconciler
 resends and duplicate messages all go through this claim, so none of them can exceed the budget.
 """
@@ -74,7 +75,8 @@ SWEEP_CANCELLED = (
 )
 _TAKE = (
     update(CELL)
-    .where(CELL.c.id == bindparam("b_cell"), CLAIMABLE, CELL.c.attempts < bindparam("b_max"), ~SWEEP_CANCELLED)
+    .where(CELL.c.id == bindparam("b_cell"), CLAIMABLE, CELL.c.attempts - CELL.c.attempt_base < bindparam("b_max"),
+           ~SWEEP_CANCELLED)
     .values(
         phase=Phase.executing.value,
         lease_owner=bindparam("b_worker"),
@@ -86,7 +88,7 @@ _TAKE = (
 CLAIM = _TAKE.returning(CELL.c.attempts)
 EXHAUST = (
     update(CELL)
-    .where(CELL.c.id == bindparam("b_cell"), CLAIMABLE, CELL.c.attempts >= bindparam("b_max"))
+    .where(CELL.c.id == bindparam("b_cell"), CLAIMABLE, CELL.c.attempts - CELL.c.attempt_base >= bindparam("b_max"))
     .values(phase=Phase.done.value, state=ResultState.INFRA_ERROR.value, state_reason=bindparam("b_reason"),
             lease_owner=None, lease_until=None, updated_at=bindparam("b_now"))
 )
@@ -163,7 +165,7 @@ LOAD = (
     select(
         CELL.c.id, CELL.c.sweep_id, CELL.c.model_hash, CELL.c.model_label, CELL.c.condition, CELL.c.fixture_id,
         CELL.c.fixture_version, CELL.c.repeat, CELL.c.phase, CELL.c.state, CELL.c.lease_until, CELL.c.not_before,
-        SWEEP.c.status.label("sweep_status"),
+        CELL.c.attempt_base, CELL.c.result_base, SWEEP.c.status.label("sweep_status"),
     )
     .join(SWEEP, SWEEP.c.id == CELL.c.sweep_id)
     .where(CELL.c.id == bindparam("b_cell"))
@@ -186,6 +188,8 @@ class CellRow:
     state: str | None
     lease_until: datetime | None
     not_before: datetime | None
+    attempt_base: int  # attempts before the cell's latest rerun: the budget counts those after it
+    result_base: int  # the scoring run an execution result takes (0 unless a rerun reopened the cell)
     sweep_status: str
 
     @property
@@ -248,8 +252,12 @@ def _exhaust(conn: Connection, cell_id: int, max_attempts: int, now: datetime) -
         how = "was lost with its worker" if last is not None else "never started"
     else:
         how = f"ended {last.outcome}" + (f": {last.error}" if last.error else "")
-    number = last.number if last is not None else max_attempts
-    reason = f"attempt budget spent after {number} attempts (AFP_MAX_ATTEMPTS={max_attempts}): the last {how}"
+    cell = conn.execute(select(CELL.c.sweep_id, CELL.c.attempt_base, CELL.c.result_base)
+                        .where(CELL.c.id == cell_id)).one()
+    number = last.number - cell.attempt_base if last is not None else max_attempts
+    since = " since its rerun" if cell.attempt_base else ""
+    reason = (f"attempt budget spent after {number} attempts{since} (AFP_MAX_ATTEMPTS={max_attempts}): "
+              f"the last {how}")
     moved = conn.execute(EXHAUST, {"b_cell": cell_id, "b_now": now, "b_max": max_attempts, "b_reason": reason})
     if not moved.rowcount:
         return None
@@ -257,9 +265,9 @@ def _exhaust(conn: Connection, cell_id: int, max_attempts: int, now: datetime) -
         "b_cell": cell_id, "b_now": now,
         "b_error": "worker lost before the attempt finished; no attempt took over: the attempt budget is spent",
     })
-    sweep_id = conn.execute(select(CELL.c.sweep_id).where(CELL.c.id == cell_id)).scalar_one()
     conn.execute(INSERT_RESULT, [Result(
-        cell_id=cell_id, sweep_id=sweep_id, scoring_run=0, state=ResultState.INFRA_ERROR.value, rationale=reason,
+        cell_id=cell_id, sweep_id=cell.sweep_id, scoring_run=cell.result_base, state=ResultState.INFRA_ERROR.value,
+        rationale=reason,
         details={"attempt_id": last.id if last is not None else None, "decided_at": "claim"},
         scorer_version="execution",
     ).model_dump(exclude={"id"})])

@@ -79,7 +79,9 @@ def record_try(
         "simulated": model.simulated,
     })
     # Under the fence below the cell's attempt count is our claim's number, so decide before writing.
-    verdict = policy.decide(result.outcome, claimed.number, result.retry_after_s, result.should_retry)
+    # The budget counts the attempts since the cell's latest rerun (claim.py); the fence is the absolute number.
+    verdict = policy.decide(result.outcome, claimed.number - cell.attempt_base, result.retry_after_s,
+                            result.should_retry)
     try:
         return _commit(cell, claimed, inputs, validity, attempt_values, verdict, now)
     except (OperationalError, InterfaceError):
@@ -90,7 +92,7 @@ def record_try(
                                 "error": error}))
         fallback = {"finished_at": now, "outcome": ATTEMPT_STORAGE_ERROR, "http_status": result.http_status,
                     "error": error, "latency_ms": attempt_values["latency_ms"], "simulated": model.simulated}
-        verdict = policy.decide(ATTEMPT_STORAGE_ERROR, claimed.number)
+        verdict = policy.decide(ATTEMPT_STORAGE_ERROR, claimed.number - cell.attempt_base)
         return _commit(cell, claimed, inputs, validity, fallback, verdict, now)
 
 
@@ -113,8 +115,8 @@ def _commit(
         evidence = evidence_for(inputs, validity, cell.fixture_id, claimed.attempt_id, attempt_values["output_text"],
                                 attempt_values["tool_calls"], attempt_values["outcome"])
         scored = decide_without_judges(evidence)
-        # Scoring run 1: under the fence no scorer has touched this cell, so no run exists yet.
-        rows.append(result_values(cell.id, cell.sweep_id, 1, scored, evidence.details(scored, [])))
+        # Under the fence no scorer has touched this cell since it was (re)opened: the run after its base.
+        rows.append(result_values(cell.id, cell.sweep_id, cell.result_base + 1, scored, evidence.details(scored, [])))
         cell_values.update(done_values(scored))
         decision = Finished(scored.state.value, cell_values["state_reason"], cell.sweep_id)
     elif verdict.kind == "score":
@@ -129,7 +131,8 @@ def _commit(
         cell_values.update(phase=Phase.done, state=verdict.state, state_reason=reason)
         decision = Finished(verdict.state, reason, cell.sweep_id)
         rows.append(Result(
-            cell_id=cell.id, sweep_id=cell.sweep_id, scoring_run=0, state=verdict.state, rationale=reason,
+            cell_id=cell.id, sweep_id=cell.sweep_id, scoring_run=cell.result_base, state=verdict.state,
+            rationale=reason,
             details={"attempt_id": claimed.attempt_id, "decided_at": "execution"}, scorer_version="execution",
         ).model_dump(exclude={"id"}))
     with get_engine().connect() as conn:

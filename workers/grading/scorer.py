@@ -139,7 +139,10 @@ def _judge_unavailable(cell_id: int, sweep_id: str, owner: str, reason: str) -> 
         session.add(JudgementRow(cell_id=cell_id, scoring_run=run, judge_label="-", judge_round=0,
                                  prompt_sha256="-", parse_error=f"{JUDGE_UNAVAILABLE}: {reason}"[:2000]))
         lost = session.exec(select(func.count()).select_from(JudgementRow).where(
-            JudgementRow.cell_id == cell_id, col(JudgementRow.parse_error).startswith(JUDGE_UNAVAILABLE))).one()
+            JudgementRow.cell_id == cell_id, col(JudgementRow.parse_error).startswith(JUDGE_UNAVAILABLE),
+            # since the cell's latest rerun (workers/cells/rerun.py): its earlier tries are superseded
+            col(JudgementRow.scoring_run) >= select(Cell.result_base).where(Cell.id == cell_id).scalar_subquery(),
+        )).one()
         if lost < budget:
             session.execute(update(Cell).where(_still_ours(cell_id, owner))
                             .values(phase=Phase.awaiting_score, lease_owner=None, lease_until=None))

@@ -32,6 +32,7 @@ from afpbench.workers.errors import SweepNotFound
 from afpbench.workers.memory import return_freed_memory
 from afpbench.workers.results.comparison_rows import paired_comparisons
 from afpbench.workers.results.decisions import human_decisions
+from afpbench.workers.results.reruns import reruns, superseded
 from afpbench.workers.results.summary import (
     FIXTURE_ROWS,
     ComputedSummary,
@@ -187,6 +188,8 @@ def _compute(session: Session, sweep: Sweep, interim: bool | None) -> ComputedSu
         # Read only when the counts show no scored cell: the reasons need a pass over the cells.
         no_scored_cell=why_unscored(session, sweep.id) if _nothing_scored(counts.total) else None,
         written_tool_calls=written_tool_call_cells(session, sweep.id),
+        reruns=reruns(session, sweep.id),
+        superseded=superseded(session, sweep.id),
     )
     return ComputedSummary(head, FixtureRows(by_fixture_condition, frozenset(counts.high_risk_fixtures)))
 

@@ -48,6 +48,9 @@ class AttemptEntry(_Record):
     reasoning_params: Json
     rounds: list[Json] = Field(description="every HTTP round as it happened (no secrets)")
     simulated: bool
+    superseded: str | None = Field(default=None, description=(
+        "set when a rerun gave the cell new attempts after this one: which rerun, and its note "
+        "(workers/cells/rerun.py); the record stays, the latest result is the one reported"))
 
 
 class ResultEntry(_Record):
@@ -60,6 +63,9 @@ class ResultEntry(_Record):
     details: Json
     scorer_version: str
     created_at: str | None
+    superseded: str | None = Field(default=None, description=(
+        "set when a rerun gave the cell new attempts after this one: which rerun, and its note "
+        "(workers/cells/rerun.py); the record stays, the latest result is the one reported"))
 
 
 class JudgementEntry(_Record):

@@ -36,7 +36,17 @@ from afpbench.workers.results.record_model import (
     TokenUsage,
 )
 from afpbench.workers.settings import get_settings
-from afpbench.workers.store.models import Adjudication, Attempt, Cell, Judgement, Result, Sweep, as_utc, saved_id
+from afpbench.workers.store.models import (
+    Adjudication,
+    Attempt,
+    Cell,
+    Judgement,
+    Rerun,
+    Result,
+    Sweep,
+    as_utc,
+    saved_id,
+)
 from afpbench.workers.sweeps.spec_loading import parse_spec
 
 __all__ = ["RunRecord", "known_secret_values", "records_jsonl", "run_record"]
@@ -49,7 +59,7 @@ def _iso(value: datetime | None) -> str | None:
     return None if value is None else as_utc(value).isoformat(timespec="milliseconds")
 
 
-def _attempt(a: Attempt, bodies_elsewhere: bool = False) -> AttemptEntry:
+def _attempt(a: Attempt, bodies_elsewhere: bool = False, superseded: str | None = None) -> AttemptEntry:
     rounds = a.rounds
     if bodies_elsewhere:
         rounds = [{**r, "raw_body": f"(raw_output.raw_bodies[{i}])"} if "raw_body" in r else r
@@ -60,7 +70,7 @@ def _attempt(a: Attempt, bodies_elsewhere: bool = False) -> AttemptEntry:
         output_text=a.output_text, finish_reason=a.finish_reason, tool_calls=a.tool_calls,
         tokens=_tokens(a), latency_ms=a.latency_ms, served_model=a.served_model,
         provider_request_id=a.provider_request_id, reasoning_params=a.reasoning_params,
-        rounds=rounds, simulated=a.simulated,
+        rounds=rounds, simulated=a.simulated, superseded=superseded,
     )
 
 
@@ -75,11 +85,11 @@ def _scores(r: Result) -> dict[str, int | None]:
     return {d: getattr(r, d) for d in DIMENSIONS}
 
 
-def _result(r: Result) -> ResultEntry:
+def _result(r: Result, superseded: str | None = None) -> ResultEntry:
     return ResultEntry(
         scoring_run=r.scoring_run, state=r.state, scores=_scores(r), total=r.total,
         fatal_criterion=r.fatal_criterion, rationale=r.rationale, details=r.details,
-        scorer_version=r.scorer_version, created_at=_iso(r.created_at),
+        scorer_version=r.scorer_version, created_at=_iso(r.created_at), superseded=superseded,
     )
 
 
@@ -119,7 +129,14 @@ def run_record(session: Session, cell_id: int) -> RunRecord:
     sweep = session.get(Sweep, cell.sweep_id)
     if sweep is None:  # the foreign key forbids it; named for the type checker
         raise RecordNotFound(f"cell {cell_id}: no sweep with id {cell.sweep_id!r}")
-    return _record(sweep, _model_names(sweep), cell, *_history(session, [cell_id])[cell_id])
+    return _record(sweep, _model_names(sweep), cell, *_history(session, [cell_id])[cell_id],
+                   reruns=_reruns(session, sweep.id))
+
+
+def _reruns(session: Session, sweep_id: str) -> dict[int, str]:
+    """rerun id -> how a record names what it superseded: "rerun N (when): note"."""
+    return {saved_id(r.id): f"rerun {r.number} ({_iso(r.created_at)})" + (f": {r.note}" if r.note else ": no note")
+            for r in session.exec(select(Rerun).where(Rerun.sweep_id == sweep_id))}
 
 
 def _model_names(sweep: Sweep) -> dict[str, str]:
@@ -149,8 +166,10 @@ def _history(session: Session, cell_ids: list[int]) -> dict[int, History]:
 
 def _record(sweep: Sweep, model_names: dict[str, str], cell: Cell, attempts: list[Attempt], results: list[Result],
             judgements: list[Judgement], adjudications: list[Adjudication],
-            judge_prompt_file: str | None = None) -> RunRecord:
+            judge_prompt_file: str | None = None, reruns: dict[int, str] | None = None) -> RunRecord:
     latest = results[-1] if results else None
+    # A rerun reopened the cell: its attempts up to attempt_base and results below result_base are superseded.
+    by = (reruns or {}).get(cell.rerun_id) if cell.rerun_id is not None else None
     scored = _scored_attempt(attempts, latest)
     instructions = (sweep.seal_components or {}).get("instructions", {})
     latest_judgements = [j for j in judgements if latest is not None and j.scoring_run == latest.scoring_run]
@@ -197,8 +216,8 @@ def _record(sweep: Sweep, model_names: dict[str, str], cell: Cell, attempts: lis
         grader_model=sorted({j.judge_label for j in judgements}),
         grader_prompt=grader_prompt,
         human_review_outcome=[_decision(a, results) for a in adjudications] or None,
-        attempts=[_attempt(a, bodies_elsewhere=a is scored) for a in attempts],
-        results=[_result(r) for r in results],
+        attempts=[_attempt(a, a is scored, by if a.number <= cell.attempt_base else None) for a in attempts],
+        results=[_result(r, by if r.scoring_run < cell.result_base else None) for r in results],
         judgements=[_judgement(j) for j in judgements],
         simulated=SimulatedFlags(model_output=any(a.simulated for a in attempts),
                                  grading=any(j.simulated for j in judgements), sweep=sweep.simulated),
@@ -225,6 +244,7 @@ def records_jsonl(session: Session, sweep_id: str, batch: int = 500,
         raise RecordNotFound(f"no sweep with id {sweep_id!r}")
     secrets = known_secret_values(sweep)
     model_names = _model_names(sweep)
+    reruns = _reruns(session, sweep_id)
     last_id = 0
     while True:
         cells = list(session.exec(select(Cell).where(Cell.sweep_id == sweep_id, col(Cell.id) > last_id)
@@ -233,7 +253,8 @@ def records_jsonl(session: Session, sweep_id: str, batch: int = 500,
             return
         history = _history(session, [saved_id(c.id) for c in cells])
         for cell in cells:
-            record = _record(sweep, model_names, cell, *history[saved_id(cell.id)], judge_prompt_file=judge_prompt_file)
+            record = _record(sweep, model_names, cell, *history[saved_id(cell.id)], judge_prompt_file=judge_prompt_file,
+                             reruns=reruns)
             line = json.dumps(record.model_dump(mode="json"), ensure_ascii=False, sort_keys=True)
             yield mask_known(line, secrets)
         last_id = saved_id(cells[-1].id)

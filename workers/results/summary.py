@@ -176,6 +176,25 @@ class WrittenToolCallEntry(Contract):
     whole_answer: bool = Field(description="the answer is nothing but the written call(s)")
 
 
+class RerunEntry(Contract):
+    """One `afpbench rerun` of the sweep (workers/cells/rerun.py): what it chose and why (the note)."""
+
+    number: int
+    at: str | None = Field(description="ISO 8601, UTC")
+    states: list[str]
+    model: str | None
+    fixture: str | None
+    cells: int = Field(description="cells reopened for new attempts")
+    note: str | None = Field(description="what was fixed or documented (the protocol's rule)")
+
+
+class Superseded(Contract):
+    """Attempts and results a rerun superseded: kept on record, never counted (the latest result is)."""
+
+    attempts: int
+    results: int
+
+
 class SweepSummary(Contract):
     """The whole summary of one sweep: pass rates with exact intervals, excluded states beside them,
     scores, tokens, cost, high-risk readiness, paired comparisons, the exclusion balance between
@@ -216,6 +235,8 @@ class SweepSummary(Contract):
                                   "(workers/results/unscored.py); such figures are never final")
     written_tool_calls: list[WrittenToolCallEntry] = Field(
         default_factory=list, description="cells whose answer is a tool call written as text")
+    reruns: list[RerunEntry] = Field(default_factory=list, description="every rerun of the sweep, oldest first")
+    superseded: Superseded = Field(default_factory=lambda: Superseded(attempts=0, results=0))
 
 
 class RunSummary(Contract):

@@ -26,6 +26,7 @@ from afpbench.workers.results.summary import (
     HumanDecisionEntry,
     ModelConditionRow,
     PairedComparison,
+    RerunEntry,
     SweepSummary,
     UnpairedComparison,
     WrittenToolCallEntry,
@@ -286,8 +287,24 @@ WRITTEN_TOOL_CALLS = Table[WrittenToolCallEntry](
                if s.written_tool_calls else "no answer wrote a tool call as text"))
 
 
+def _reruns_note(s: SweepSummary) -> str:
+    if not s.reruns:
+        return "no rerun"
+    return (f"{s.superseded.attempts} attempts and {s.superseded.results} results superseded by reruns: kept on "
+            "record (run records, records.jsonl), never counted; each cell's latest result is")
+
+
+RERUNS = Table[RerunEntry](
+    "reruns", "Reruns (INFRA_ERROR / PROVIDER_BLOCK cells given new attempts)",
+    (Column("number", "rerun", attrgetter("number"), COUNT), Column("at", "at (UTC)", attrgetter("at")),
+     Column("chosen", "chosen", lambda r: " ".join([",".join(r.states), *(f"{k}={v}" for k, v in
+                                                   (("model", r.model), ("fixture", r.fixture)) if v)])),
+     Column("cells", "cells", attrgetter("cells"), COUNT), Column("note", "note", lambda r: r.note or "-")),
+    attrgetter("reruns"), _reruns_note)
+
+
 # ---------------------------------------------------------------- where each table is shown
 
 REPORT_TABLES = (RATES, FIXTURE_RATES, COMPARISONS, DIMENSIONS, FATAL, TOKENS, COST, HIGH_RISK,
-                 EXCLUSION_SHARES, EXCLUSION_TESTS, HUMAN_DECISIONS, WRITTEN_TOOL_CALLS)
+                 EXCLUSION_SHARES, EXCLUSION_TESTS, HUMAN_DECISIONS, WRITTEN_TOOL_CALLS, RERUNS)
 TERMINAL_TABLES = (RATES, COMPARISONS)  # the parts of summary.RunSummary

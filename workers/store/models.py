@@ -8,6 +8,7 @@
 - result: every scoring outcome of a cell (execution, scorer or human); the latest is the one reported.
 - adjudication: a human decision, added as a row; earlier rows stay as history.
 - aggregate: one row per sweep, claimed by the task that finishes the last cell.
+- rerun: one `afpbench rerun` of a finished sweep's chosen cells, with its note (workers/cells/rerun.py).
 """
 
 from __future__ import annotations
@@ -132,6 +133,11 @@ class Cell(SQLModel, table=True):
     lease_until: datetime | None = None
     not_before: datetime | None = None  # earliest time the next try may start (backoff / cool-down)
     updated_at: datetime = Field(default_factory=utcnow)
+    # Set by a rerun (migration 0007): the attempts before it (superseded; the attempt budget counts
+    # from here), the scoring run its new results start at (earlier results superseded), and the rerun.
+    attempt_base: int = 0
+    result_base: int = 0
+    rerun_id: int | None = Field(default=None, foreign_key="rerun.id")
 
     @property
     def key(self) -> str:
@@ -233,6 +239,22 @@ class Adjudication(SQLModel, table=True):
     scores: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
     note: str | None = Field(default=None, sa_column=Column(Text))
     created_at: datetime = Field(default_factory=utcnow)
+
+
+class Rerun(SQLModel, table=True):
+    """One rerun of a sweep's finished cells (the protocol's "fix or document the environment and
+    rerun"): what was chosen, how many cells, and the note saying what was fixed. The cells' earlier
+    attempts and results stay; Cell.attempt_base / result_base mark where they end."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    sweep_id: str = Field(foreign_key="sweep.id", index=True, max_length=32)
+    number: int  # 1, 2, ... within the sweep
+    created_at: datetime = Field(default_factory=utcnow)
+    states: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    model: str | None = Field(default=None, max_length=200)
+    fixture: str | None = Field(default=None, max_length=32)
+    cells: int
+    note: str | None = Field(default=None, sa_column=Column(Text))
 
 
 class Aggregate(SQLModel, table=True):

@@ -279,3 +279,17 @@ def test_embedded_serve_runs_a_sweep_to_its_report(env, sim):
         assert report.status_code == 200 and report.headers["content-type"].startswith("text/markdown")
         assert "simulated" in report.text.lower()
         assert client.get(f"/sweeps/{sweep_id}/report?format=pdf", headers=AUTH).status_code == 422
+
+
+def test_rerun_route_refuses_other_states_and_says_when_there_is_nothing_to_rerun(client, sim):
+    """The protocol's rerun (workers/cells/rerun.py) through the API: only INFRA_ERROR / PROVIDER_BLOCK,
+    an unknown sweep is 404, and a sweep without such a finished cell answers that nothing was reopened."""
+    sweep_id = create(client, sim.base_url)["id"]
+    bad = client.post(f"/sweeps/{sweep_id}/rerun", json={"states": ["MODEL_FAIL"]}, headers=AUTH)
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"][:2] == ["body", "states"], bad.text
+    unknown_model = client.post(f"/sweeps/{sweep_id}/rerun", json={"model": "nope"}, headers=AUTH)
+    assert unknown_model.status_code == 422 and "--model 'nope'" in unknown_model.text
+    assert client.post("/sweeps/nope/rerun", headers=AUTH).status_code == 404
+    nothing = client.post(f"/sweeps/{sweep_id}/rerun", json={"note": "n"}, headers=AUTH)
+    assert nothing.status_code == 200 and nothing.json()["cells"] == 0 and nothing.json()["rerun"] is None
+    assert "nothing to rerun" in nothing.json()["message"]
