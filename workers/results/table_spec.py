@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any, Generic, TypeVar
 
 from pydantic import Field
@@ -147,3 +148,8 @@ def condition_legend(conditions: Iterable[str]) -> str:
     """What the condition letters stand for, from the protocol's own names (reference/protocol.yaml)."""
     names = protocol()["conditions"]
     return "conditions: " + "; ".join(f"{c} = {names[c]['name']}" if c in names else c for c in conditions)
+
+
+# Columns most tables share.
+MODEL: Column[Any] = Column("model", "model", attrgetter("model"))
+CONDITION: Column[Any] = Column("condition", "condition", attrgetter("condition"), LABEL, short="cond")

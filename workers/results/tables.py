@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from operator import attrgetter
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from afpbench.scoring.balance import BalanceTest, ExclusionShare
 from afpbench.scoring.measures import MEANS, ConditionScores
@@ -23,15 +23,13 @@ from afpbench.scoring.rates import EXCLUDED, LackingGroup, RateBlock
 from afpbench.workers.results.summary import (
     Comparison,
     FixtureConditionRow,
-    HumanDecisionEntry,
     ModelConditionRow,
     PairedComparison,
-    RerunEntry,
     SweepSummary,
     UnpairedComparison,
-    WrittenToolCallEntry,
 )
 from afpbench.workers.results.table_spec import (
+    CONDITION,
     COUNT,
     COUNT_AND_SHARE,
     DIFFERENCE,
@@ -42,23 +40,22 @@ from afpbench.workers.results.table_spec import (
     LABEL,
     MEAN_SCORE,
     MEAN_TOKENS,
+    MODEL,
     P_VALUE,
     RATE,
     RATE_INTERVAL,
     TEXT,
     USD,
-    YES_NO,
     Column,
     Table,
 )
+from afpbench.workers.results.trail_tables import HUMAN_DECISIONS, RERUNS, WRITTEN_TOOL_CALLS
 
 # Short heads of the states counted beside a rate (spelled out in the terminal's legend).
 EXCLUDED_ABBREVIATIONS = {"PROVIDER_BLOCK": "PB", "INFRA_ERROR": "IE", "INVALID_TEST": "IT",
                           "GRADER_DISPUTE": "GD", "unfinished": "UF"}
 
 # Shared by every table whose rows have them.
-MODEL: Column[Any] = Column("model", "model", attrgetter("model"))
-CONDITION: Column[Any] = Column("condition", "condition", attrgetter("condition"), LABEL, short="cond")
 
 
 # ---------------------------------------------------------------- pass rates
@@ -253,54 +250,6 @@ EXCLUSION_TESTS = Table[BalanceTest](
      Column("p_value", "p (Fisher exact)", attrgetter("p_value"), P_VALUE),
      Column("flag", "flag", attrgetter("flagged"), FLAG)),
     lambda s: s.exclusion_balance.comparisons, lambda s: s.exclusion_balance.test)
-
-
-# ---------------------------------------------------------------- the trail: human decisions, written calls
-
-
-def _decisions_note(s: SweepSummary) -> str:
-    if not s.human_decisions:
-        return "no human decisions"
-    return (f"{len(s.human_decisions)} human decisions set the state of these cells (an override changed a "
-            "judged verdict and needed a reason); the sealed inputs are unchanged")
-
-
-HUMAN_DECISIONS = Table[HumanDecisionEntry](
-    "human_decisions", "Human decisions",
-    (Column("cell_id", "cell", attrgetter("cell_id"), COUNT), MODEL, CONDITION,
-     Column("fixture", "fixture", lambda d: f"{d.fixture} r{d.repeat}"),
-     Column("from_to", "from -> to", lambda d: f"{d.from_state or '-'} -> {d.to_state}"),
-     Column("kind", "kind", lambda d: "override" if d.override else "dispute", LABEL),
-     Column("reviewer", "reviewer", attrgetter("reviewer")), Column("reason", "reason", attrgetter("reason")),
-     Column("decided_at", "decided at (UTC)", attrgetter("decided_at"))),
-    attrgetter("human_decisions"), _decisions_note)
-
-WRITTEN_TOOL_CALLS = Table[WrittenToolCallEntry](
-    "written_tool_calls", "Tool calls written as text",
-    (Column("cell_id", "cell", attrgetter("cell_id"), COUNT), MODEL, CONDITION,
-     Column("fixture", "fixture", lambda w: f"{w.fixture} r{w.repeat}"),
-     Column("tools", "tools", lambda w: ", ".join(w.tools)),
-     Column("whole_answer", "whole answer", attrgetter("whole_answer"), YES_NO),
-     Column("state", "state", attrgetter("state"), LABEL)),
-    attrgetter("written_tool_calls"),
-    lambda s: ("the answer carried a tool call as text instead of making it: never executed, scored as text"
-               if s.written_tool_calls else "no answer wrote a tool call as text"))
-
-
-def _reruns_note(s: SweepSummary) -> str:
-    if not s.reruns:
-        return "no rerun"
-    return (f"{s.superseded.attempts} attempts and {s.superseded.results} results superseded by reruns: kept on "
-            "record (run records, records.jsonl), never counted; each cell's latest result is")
-
-
-RERUNS = Table[RerunEntry](
-    "reruns", "Reruns (INFRA_ERROR / PROVIDER_BLOCK cells given new attempts)",
-    (Column("number", "rerun", attrgetter("number"), COUNT), Column("at", "at (UTC)", attrgetter("at")),
-     Column("chosen", "chosen", lambda r: " ".join([",".join(r.states), *(f"{k}={v}" for k, v in
-                                                   (("model", r.model), ("fixture", r.fixture)) if v)])),
-     Column("cells", "cells", attrgetter("cells"), COUNT), Column("note", "note", lambda r: r.note or "-")),
-    attrgetter("reruns"), _reruns_note)
 
 
 # ---------------------------------------------------------------- where each table is shown
