@@ -68,19 +68,19 @@ def check_services(*, schema: bool = True, spec: SweepSpec | None = None) -> Non
 def start_sweep(spec: SweepSpec, *, check_endpoints: bool = True, judge_check: bool = True,
                 on_plan: Callable[[Plan], None] | None = None,
                 on_judge_check: Callable[[JudgeCheck], None] | None = None) -> str:
-    """Validate inputs, plan (on_plan sees it), check our services, preflight endpoints, try the judges on
+    """Validate inputs, plan, check our services, preflight endpoints, show the plan (on_plan), try the judges on
     the calibration answers (`judge_check:` in the spec; judge_check=False: `--no-judge-check`), then seal
     the sweep with its plan and write it and all its cells at once."""
     inputs = load_inputs(spec, with_validity=True)  # raises FixtureError / ReferenceFileError naming the file
     plan = power_plan(spec, inputs.fixture_facts())
-    if on_plan is not None:
-        on_plan(plan)
     # Writes nothing, so bad input or a refused endpoint leaves no file behind; the schema is checked
     # when the engine is first built, inside create_sweep's transaction, before its first row.
     check_services(schema=False, spec=spec)
     if check_endpoints:
         for model in [*spec.models, *spec.judges]:
             preflight_model(model)
+    if on_plan is not None:  # after the checks, so a refused input or endpoint is the only line printed
+        on_plan(plan)
     if judge_check:
         run_judge_check(spec, inputs.judge_prompt, on_judge_check)  # raises JudgeCheckFailed: nothing written
     with session_scope() as session:
