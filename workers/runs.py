@@ -21,6 +21,8 @@ from afpbench.workers.errors import RunCancelled, SealMismatch, SweepNotFound
 from afpbench.workers.grading.judge_check import JudgeCheck, run_judge_check
 from afpbench.workers.limits.shared import require_shared_limiter
 from afpbench.workers.memory import return_freed_memory
+from afpbench.workers.planning.cost import cost_plan
+from afpbench.workers.planning.pilot import measured
 from afpbench.workers.planning.plan import Plan
 from afpbench.workers.planning.power_plan import power_plan
 from afpbench.workers.settings import get_settings
@@ -67,12 +69,14 @@ def check_services(*, schema: bool = True, spec: SweepSpec | None = None) -> Non
 
 def start_sweep(spec: SweepSpec, *, check_endpoints: bool = True, judge_check: bool = True,
                 on_plan: Callable[[Plan], None] | None = None,
-                on_judge_check: Callable[[JudgeCheck], None] | None = None) -> str:
-    """Validate inputs, plan (on_plan sees it), check our services, preflight endpoints, try the judges on
-    the calibration answers (`judge_check:` in the spec; judge_check=False: `--no-judge-check`), then seal
-    the sweep with its plan and write it and all its cells at once."""
+                on_judge_check: Callable[[JudgeCheck], None] | None = None, pilot: str | None = None) -> str:
+    """Validate inputs, plan (on_plan sees it; `pilot`: a pilot sweep's measurements go into it), check our
+    services, preflight endpoints, try the judges on the calibration answers (`judge_check:` in the spec;
+    judge_check=False: `--no-judge-check`), then seal the sweep with its plan (its cost part included: the
+    estimate shown beside the actual cost, a budget's reservation) and write it and all its cells at once."""
     inputs = load_inputs(spec, with_validity=True)  # raises FixtureError / ReferenceFileError naming the file
-    plan = power_plan(spec, inputs.fixture_facts())
+    plan = power_plan(spec, inputs.fixture_facts(), pilot).model_copy(
+        update={"cost": cost_plan(spec, inputs, measured(pilot))})
     if on_plan is not None:
         on_plan(plan)
     # Writes nothing, so bad input or a refused endpoint leaves no file behind; the schema is checked
