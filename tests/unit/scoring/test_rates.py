@@ -120,7 +120,8 @@ def test_streamed_counts_equal_a_recount_of_the_rows_in_any_order():
     assert counts.cells == sum(r.cells for r in rows)
     finished = Counter()
     for r in (r for r in rows if r.high_risk):  # a group with only unfinished repeats is there, with 0
-        finished[(r.model_hash, r.fixture_id, r.fixture_version, r.condition)] += r.cells * (r.outcome not in (UNFINISHED, NOT_RUN))
+        ran = r.outcome not in (UNFINISHED, NOT_RUN)
+        finished[(r.model_hash, r.fixture_id, r.fixture_version, r.condition)] += r.cells * ran
     assert counts.high_risk_finished == finished and counts.high_risk_fixtures == {("P05", "1"), ("P06", "1")}
     in_order = StateCounts.of(sorted(rows, key=lambda r: (r.fixture_id, r.fixture_version, r.condition)))
     assert in_order.by_fixture_condition == counts.by_fixture_condition
