@@ -211,11 +211,13 @@ def _line(role: Literal["model", "judge"], model: ModelSpec, adapter: Adapter, r
 
 def cost_headline(plan: CostPlan) -> str:
     """The cost in one clause of `run`'s one-line plan."""
-    def usd(v: float | None) -> str:
-        return "not priced" if v is None else f"${v:,.2f}"
-
-    return (f"cost {usd(plan.sync_usd)} (batch lane {usd(plan.batch_usd)}), judges included"
-            + (f"; budget ${plan.budget_usd:,.2f}" if plan.budget_usd is not None else ""))
+    requests = sum(line.requests for line in plan.lines)
+    if plan.sync_usd is None:
+        head = f"cost not estimated: no prices declared ({requests:,} requests, judges included)"
+    else:
+        head = (f"cost ${plan.sync_usd:,.2f}" + (f" (batch lane ${plan.batch_usd:,.2f})" if plan.batch_usd else "")
+                + f" for {requests:,} requests, judges included")
+    return head + (f"; budget ${plan.budget_usd:,.2f}" if plan.budget_usd is not None else "")
 
 
 def render_cost(plan: CostPlan) -> list[str]:
