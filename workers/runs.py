@@ -17,7 +17,8 @@ from afpbench.workers.cells.dispatch import release, resend
 from afpbench.workers.cells.finish import aggregate_now, finish_if_done
 from afpbench.workers.cells.rerun import NothingToRerun, Reopened, RerunChoice
 from afpbench.workers.cells.rerun import rerun as reopen
-from afpbench.workers.errors import RunCancelled, SealMismatch, SweepNotFound
+from afpbench.workers.errors import RunCancelled, SweepNotFound
+from afpbench.workers.errors import SealMismatch as SealMismatch  # the resume route catches it as runs.SealMismatch
 from afpbench.workers.grading.judge_check import JudgeCheck, run_judge_check
 from afpbench.workers.limits.shared import require_shared_limiter
 from afpbench.workers.memory import return_freed_memory
@@ -28,7 +29,7 @@ from afpbench.workers.planning.power_plan import power_plan
 from afpbench.workers.settings import get_settings
 from afpbench.workers.store.db import check_database, session_scope
 from afpbench.workers.store.models import Attempt, Cell, Phase, Sweep, SweepStatus, saved_id, utcnow
-from afpbench.workers.sweeps.coordinator import create_sweep, verify_sweep
+from afpbench.workers.sweeps.coordinator import create_sweep, verified_sweep
 from afpbench.workers.sweeps.endpoints import preflight_model
 from afpbench.workers.sweeps.inputs import load_inputs, remember
 
@@ -137,12 +138,7 @@ def resume(sweep_id: str) -> Resumed:
     after its last cell, or left running by an older afpbench) is completed and aggregated here; no
     message would ever do it."""
     with session_scope() as session:
-        sweep = session.get(Sweep, sweep_id)
-        if sweep is None:
-            raise SweepNotFound(f"no sweep with id {sweep_id!r}")
-        changed = verify_sweep(sweep)
-        if changed:
-            raise SealMismatch(f"sweep {sweep_id}: inputs changed since the seal: {', '.join(changed)}")
+        sweep = verified_sweep(session, sweep_id)
         status = sweep.status
         if open_cells(session, sweep_id) == 0:
             if status == SweepStatus.complete:
