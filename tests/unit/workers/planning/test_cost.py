@@ -75,3 +75,19 @@ def test_a_spec_without_budget_or_batch_prices_seals_as_before():
     resolved = SweepSpec.model_validate({"models": [{"provider": "sim", "model": "m"}], "judges": []}).resolved()
     assert "budget" not in resolved and "batch_input_per_mtok" not in resolved["models"][0]["prices"]
     assert _spec(budget={"usd": 2}).resolved()["budget"] == {"usd": 2.0}
+
+
+def test_a_large_fixture_set_is_counted_from_an_even_sample_scaled_to_the_whole(monkeypatch):
+    """Over COUNTED_FIXTURES fixtures the plan counts an evenly spaced sample (here: P01 of P01, P02) and
+    scales it by repeats, so planning a 10,000-fixture sweep does not render every prompt."""
+    from afpbench.workers.planning import cost
+
+    spec = _spec()
+    inputs = load_inputs(spec)
+    whole = cost_plan(spec, inputs).lines[0].input_tokens
+    only_p01 = cost_plan(spec.model_copy(update={"fixtures": spec.fixtures.model_copy(update={"only": ["P01"]})}),
+                         load_inputs(spec.model_copy(update={"fixtures": spec.fixtures.model_copy(
+                             update={"only": ["P01"]})}))).lines[0].input_tokens
+    monkeypatch.setattr(cost, "COUNTED_FIXTURES", 1)
+    sampled = cost_plan(spec, inputs).lines[0].input_tokens
+    assert sampled == 2 * only_p01 and sampled != whole
