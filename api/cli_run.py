@@ -34,6 +34,8 @@ def run(
     repeats: int | None = typer.Option(None, "--repeats", min=1, max=1000, help="repeats per cell (high-risk: >= 3)"),
     no_judge_check: bool = typer.Option(False, "--no-judge-check",
                                         help="skip trying the judges on calibration answers before the sweep"),
+    pilot: str | None = typer.Option(None, "--pilot", help="a pilot sweep: its measured variance, output tokens and "
+                                                           "swapped re-judges go into the plan (as `plan --from`)"),
 ) -> None:
     """Run a sweep. Embedded by default (SQLite + in-memory broker + in-process worker threads).
 
@@ -74,7 +76,7 @@ def run(
         freeze_what_is_loaded()  # what is imported by now lives to the end: no collection walks it again
         try:
             sweep_id = start_sweep(sweep_spec, judge_check=not no_judge_check, on_plan=_print_line,
-                                   on_judge_check=_print_line)
+                                   on_judge_check=_print_line, pilot=pilot)
         except BaseException:
             if pair is not None:
                 pair.let_go()

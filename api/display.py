@@ -72,6 +72,7 @@ def _rich_table(table: RenderedTable) -> Group:
 
 
 def _notes(overview: RunOverview) -> list[str]:
+    from afpbench.workers.results.spend import spend_lines
     from afpbench.workers.results.table_spec import condition_legend
 
     notes = [
@@ -86,6 +87,7 @@ def _notes(overview: RunOverview) -> list[str]:
                for t in balance.comparisons if t.flagged]
     tested = f"{len(balance.comparisons)} tested, two-sided Fisher exact, p < {balance.alpha:g}"
     notes.append("exclusion balance: " + ("; ".join(flagged) if flagged else f"no comparison flagged ({tested})"))
+    notes += spend_lines(overview.cost, overview.budget)
     notes += [f"notice: {n}" for n in overview.notices]
     return notes
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from afpbench.api import report_svg
 from afpbench.scoring.rates import FAIL, PASS, UNFINISHED
+from afpbench.workers.results.spend import spend_lines
 from afpbench.workers.results.summary import SweepSummary
 from afpbench.workers.results.table_spec import RenderedTable, condition_legend
 from afpbench.workers.results.table_text import markdown, md_cell
@@ -82,6 +83,7 @@ def _headline(s: SweepSummary) -> list[str]:
         lines.append(f"human decisions: {len(s.human_decisions)} "
                      f"({sum(d.override for d in s.human_decisions)} overrides), listed below")
     lines.append(condition_legend(s.conditions))
+    lines += spend_lines(s.cost, s.budget)
     lines += [f"notice: {n}" for n in s.notices]
     return lines
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pydantic import ConfigDict, Field
 
-from afpbench.scoring.rates import EXCLUDED, FAIL, PASS, Contract
+from afpbench.scoring.rates import EXCLUDED, FAIL, NOT_RUN, PASS, Contract
 from afpbench.scoring.states import pass_rate
 from afpbench.workers.results.summary import RunSummary
 from afpbench.workers.sweeps.progress import Progress
@@ -53,7 +53,7 @@ def run_overview(sweep_id: str, progress: Progress, attempts: int, database_url:
     from afpbench.workers.errors import SweepNotFound
     from afpbench.workers.results.aggregation import snapshot, stored_summary
     from afpbench.workers.store.db import session_scope
-    from afpbench.workers.store.models import Cell, Sweep
+    from afpbench.workers.store.models import Cell, Phase, Sweep
 
     # A finished sweep has its summary stored (only the parts shown are read); a running one is computed now.
     summary = (stored_summary(sweep_id, RunSummary) if progress.finished else None) or snapshot(sweep_id, interim=None)
@@ -73,7 +73,7 @@ def run_overview(sweep_id: str, progress: Progress, attempts: int, database_url:
     by_condition: dict[str, dict[str, int]] = {}
     for condition, phase, state, n in rows:
         slot = by_condition.setdefault(condition, {})
-        key = state or f"({phase})"
+        key = state or (NOT_RUN if phase == Phase.done else f"({phase})")  # done without a state: the budget
         slot[key] = slot.get(key, 0) + n
     by_condition = dict(sorted(by_condition.items()))
     return RunOverview(
@@ -84,7 +84,8 @@ def run_overview(sweep_id: str, progress: Progress, attempts: int, database_url:
         attempts=attempts, notices=list(sweep.notices or []), database=database_url,
         judges=[j.get("label") or f"{j['provider']}/{j['model']}" for j in sweep.spec.get("judges", [])],
         exclusion_balance=summary.exclusion_balance, by_model_condition=summary.by_model_condition,
-        comparisons=summary.comparisons, no_scored_cell=summary.no_scored_cell,
+        comparisons=summary.comparisons, no_scored_cell=summary.no_scored_cell, cost=summary.cost,
+        budget=summary.budget,
     )
 
 

@@ -22,8 +22,8 @@ COST_RULE = (
     "USD = tokens x declared price per million. Cached input tokens are priced at the cached rate and "
     "removed from the input count where the provider's usage report counts them inside it; reasoning "
     "tokens likewise from output. A cached or reasoning price of 0 means 'not declared': those tokens "
-    "are priced at the input or output rate. Every attempt counts, retries included; judge calls are "
-    "not included."
+    "are priced at the input or output rate. Every attempt counts, retries included, and every judge "
+    "call (swapped re-judges and parse retries included) at its judge's prices."
 )
 
 

@@ -29,6 +29,9 @@ PASS, FAIL = ResultState.MODEL_PASS.value, ResultState.MODEL_FAIL.value
 SCORED = (PASS, FAIL)
 EXCLUDED: tuple[str, ...] = tuple(s.value for s in ResultState if s.value not in SCORED)
 UNFINISHED = "UNFINISHED"
+# A finished cell with no result state: never sent, the sweep's budget was reached (workers/cells/budget.py).
+# Outside every denominator, and not an excluded state: nothing was asked of the model.
+NOT_RUN = "NOT_RUN"
 LACKING_SHOWN = 50  # high-risk groups listed by name (all are counted)
 Key = TypeVar("Key", bound=str | tuple[str, ...])
 
@@ -57,8 +60,10 @@ class StateRow:
 
     @property
     def outcome(self) -> str:
-        """The result state of a finished cell, else UNFINISHED."""
-        return self.state if self.done and self.state else UNFINISHED
+        """The result state of a finished cell (NOT_RUN without one), else UNFINISHED."""
+        if not self.done:
+            return UNFINISHED
+        return self.state or NOT_RUN
 
 
 class RateBlock(Contract):
@@ -74,6 +79,7 @@ class RateBlock(Contract):
     failures: str = Field(description="the failure reading (zero failures: the exact upper bound)")
     excluded: dict[str, int] = Field(description="every state outside the denominator, zeros included")
     unfinished: int
+    not_run: int = Field(default=0, description="cells never sent: the sweep's budget was reached")
     cells: int
 
 
@@ -89,6 +95,7 @@ def rate_block(counts: Mapping[str, int]) -> RateBlock:
         failures=describe_failures(f, n),
         excluded={s: counts.get(s, 0) for s in EXCLUDED},
         unfinished=counts.get(UNFINISHED, 0),
+        not_run=counts.get(NOT_RUN, 0),
         cells=sum(counts.values()),
     )
 
@@ -146,7 +153,7 @@ class StateCounts:
         _plus(self._open[1], outcome, cells)
         if row.high_risk:  # any terminal state is a finished repeat; a queued one is not
             finished = (row.model_hash, row.fixture_id, row.fixture_version, row.condition)
-            self.high_risk_finished[finished] += cells if outcome != UNFINISHED else 0
+            self.high_risk_finished[finished] += cells if outcome not in (UNFINISHED, NOT_RUN) else 0
 
     def _close(self) -> None:
         if self._open is None:

@@ -17,16 +17,19 @@ from afpbench.workers.cells.dispatch import release, resend
 from afpbench.workers.cells.finish import aggregate_now, finish_if_done
 from afpbench.workers.cells.rerun import NothingToRerun, Reopened, RerunChoice
 from afpbench.workers.cells.rerun import rerun as reopen
-from afpbench.workers.errors import RunCancelled, SealMismatch, SweepNotFound
+from afpbench.workers.errors import RunCancelled, SweepNotFound
+from afpbench.workers.errors import SealMismatch as SealMismatch  # the resume route catches it as runs.SealMismatch
 from afpbench.workers.grading.judge_check import JudgeCheck, run_judge_check
 from afpbench.workers.limits.shared import require_shared_limiter
 from afpbench.workers.memory import return_freed_memory
+from afpbench.workers.planning.cost import cost_plan
+from afpbench.workers.planning.pilot import measured
 from afpbench.workers.planning.plan import Plan
 from afpbench.workers.planning.power_plan import power_plan
 from afpbench.workers.settings import get_settings
 from afpbench.workers.store.db import check_database, session_scope
 from afpbench.workers.store.models import Attempt, Cell, Phase, Sweep, SweepStatus, saved_id, utcnow
-from afpbench.workers.sweeps.coordinator import create_sweep, verify_sweep
+from afpbench.workers.sweeps.coordinator import create_sweep, verified_sweep
 from afpbench.workers.sweeps.endpoints import preflight_model
 from afpbench.workers.sweeps.inputs import load_inputs, remember
 
@@ -67,12 +70,14 @@ def check_services(*, schema: bool = True, spec: SweepSpec | None = None) -> Non
 
 def start_sweep(spec: SweepSpec, *, check_endpoints: bool = True, judge_check: bool = True,
                 on_plan: Callable[[Plan], None] | None = None,
-                on_judge_check: Callable[[JudgeCheck], None] | None = None) -> str:
-    """Validate inputs, plan, check our services, preflight endpoints, show the plan (on_plan), try the judges on
-    the calibration answers (`judge_check:` in the spec; judge_check=False: `--no-judge-check`), then seal
-    the sweep with its plan and write it and all its cells at once."""
+                on_judge_check: Callable[[JudgeCheck], None] | None = None, pilot: str | None = None) -> str:
+    """Validate inputs, plan (`pilot`: a pilot sweep's measurements go into it), check our services,
+    preflight endpoints, show the plan (on_plan), try the judges on the calibration answers (`judge_check:` in the spec;
+    judge_check=False: `--no-judge-check`), then seal the sweep with its plan (its cost part included: the
+    estimate shown beside the actual cost, a budget's reservation) and write it and all its cells at once."""
     inputs = load_inputs(spec, with_validity=True)  # raises FixtureError / ReferenceFileError naming the file
-    plan = power_plan(spec, inputs.fixture_facts())
+    plan = power_plan(spec, inputs.fixture_facts(), pilot).model_copy(
+        update={"cost": cost_plan(spec, inputs, measured(pilot))})
     # Writes nothing, so bad input or a refused endpoint leaves no file behind; the schema is checked
     # when the engine is first built, inside create_sweep's transaction, before its first row.
     check_services(schema=False, spec=spec)
@@ -133,12 +138,7 @@ def resume(sweep_id: str) -> Resumed:
     after its last cell, or left running by an older afpbench) is completed and aggregated here; no
     message would ever do it."""
     with session_scope() as session:
-        sweep = session.get(Sweep, sweep_id)
-        if sweep is None:
-            raise SweepNotFound(f"no sweep with id {sweep_id!r}")
-        changed = verify_sweep(sweep)
-        if changed:
-            raise SealMismatch(f"sweep {sweep_id}: inputs changed since the seal: {', '.join(changed)}")
+        sweep = verified_sweep(session, sweep_id)
         status = sweep.status
         if open_cells(session, sweep_id) == 0:
             if status == SweepStatus.complete:

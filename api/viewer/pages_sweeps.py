@@ -23,8 +23,10 @@ from afpbench.api.viewer.result_tables import results_table
 from afpbench.api.viewer.routing import ViewerRoute
 from afpbench.workers import runs
 from afpbench.workers.results import tables
+from afpbench.workers.results.spend import spend_lines
 from afpbench.workers.results.summary import PairedComparison, PendingComparison, SweepSummary
 from afpbench.workers.results.table_spec import condition_legend
+from afpbench.workers.results.trail_tables import RERUNS
 from afpbench.workers.store.db import session_scope
 from afpbench.workers.store.models import Cell, Phase, Sweep, saved_id
 
@@ -177,12 +179,14 @@ def sweep_page(
     body = [
         v.para(" | ".join(head), "muted"), progress,
         *[v.para(n, "notice") for n in s.notices],
+        *[v.para(line, "muted") for line in spend_lines(s.cost, s.budget)],
         v.para(v.link(v.url(f"/sweeps/{v.seg(sweep_id)}/report"), "the full report (every table)"), "muted"),
         v.para(condition_legend(s.conditions), "muted"),
         v.section(tables.RATES.title, results_table(tables.RATES.render(s)), sid="rates-section"),
         v.section(tables.COMPARISONS.title, _comparisons(s), sid="forest-section"),
         v.section("Plots", v.Safe(plots)),
         v.section("Exclusion balance", _balance(s), sid="balance-section"),
+        *([v.section(RERUNS.title, results_table(RERUNS.render(s)), sid="reruns-section")] if s.reruns else []),
         v.section("Cells", cells, sid="cells-section"),
     ]
     return v.page(name, body, crumbs=[(v.url(f"/sweeps/{v.seg(sweep_id)}"), sweep_id)],

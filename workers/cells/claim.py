@@ -252,9 +252,9 @@ def _exhaust(conn: Connection, cell_id: int, max_attempts: int, now: datetime) -
         how = "was lost with its worker" if last is not None else "never started"
     else:
         how = f"ended {last.outcome}" + (f": {last.error}" if last.error else "")
-    cell = conn.execute(select(CELL.c.sweep_id, CELL.c.attempt_base, CELL.c.result_base)
+    cell = conn.execute(select(CELL.c.sweep_id, CELL.c.attempts, CELL.c.attempt_base, CELL.c.result_base)
                         .where(CELL.c.id == cell_id)).one()
-    number = last.number - cell.attempt_base if last is not None else max_attempts
+    number = cell.attempts - cell.attempt_base if last is not None else max_attempts
     since = " since its rerun" if cell.attempt_base else ""
     reason = (f"attempt budget spent after {number} attempts{since} (AFP_MAX_ATTEMPTS={max_attempts}): "
               f"the last {how}")

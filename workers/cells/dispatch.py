@@ -18,6 +18,7 @@ from sqlalchemy import func, update
 from sqlmodel import Session, col, select
 
 from afpbench.workers.celery_app import EXECUTE, SCORE, publish
+from afpbench.workers.cells.budget import allowance, stop_if_spent
 from afpbench.workers.providers.families import family_of
 from afpbench.workers.settings import get_settings
 from afpbench.workers.store.db import session_scope
@@ -93,23 +94,31 @@ def release(sweep_id: str) -> int:
                   sweep_execution_limits(inputs, model, settings).options()) for model in inputs.spec.models]
     chosen: list[tuple[int, str, str, dict[str, int]]] = []
     with session_scope() as session:
+        budget = allowance(session, sweep_id, inputs)  # None without a budget (workers/cells/budget.py)
         for model, room, limits in rooms:
+            if budget is not None:
+                room = min(room, budget.cells.get(model.model_hash, 0))
             if room > 0:
-                chosen += _queue_pending(session, sweep_id, model, room, limits)
+                chosen += _queue_pending(session, sweep_id, model, room, limits, balanced=budget is not None)
+        if budget is not None and not chosen:
+            stop_if_spent(session, sweep_id, budget)
     # Sent after the commit: a worker that receives the id finds the row queued.
     if chosen:
         _send(chosen)
     return len(chosen)
 
 
-def _queue_pending(session: Session, sweep_id: str, model: ModelSpec, room: int,
-                   limits: dict[str, int]) -> list[tuple[int, str, str, dict[str, int]]]:
-    """Up to `room` of the model's pending cells made queued, lowest ids first; their messages' parts."""
+def _queue_pending(session: Session, sweep_id: str, model: ModelSpec, room: int, limits: dict[str, int],
+                   balanced: bool = False) -> list[tuple[int, str, str, dict[str, int]]]:
+    """Up to `room` of the model's pending cells made queued, lowest ids first; their messages' parts.
+    `balanced` (a budgeted sweep): repeat by repeat, fixture by fixture, every condition together, so that
+    a budget reached leaves whole matched units run and the conditions alike (not condition D unrun)."""
+    order = [col(Cell.repeat), col(Cell.fixture_id), col(Cell.condition), col(Cell.id)] if balanced else [col(Cell.id)]
     ids = list(
         session.exec(
             select(Cell.id)
             .where(Cell.sweep_id == sweep_id, Cell.model_hash == model.model_hash, Cell.phase == Phase.pending)
-            .order_by(col(Cell.id))
+            .order_by(*order)
             .limit(room)
         )
     )

@@ -24,10 +24,10 @@ from sqlmodel import Session, col, select
 from sqlmodel.sql.expression import SelectOfScalar
 
 from afpbench.scoring.states import ResultState
-from afpbench.workers.errors import RerunConflict, RerunRefused, SealMismatch, SweepNotFound
+from afpbench.workers.errors import RerunConflict, RerunRefused
 from afpbench.workers.store.db import session_scope
 from afpbench.workers.store.models import Aggregate, Cell, Phase, Rerun, Result, Sweep, SweepStatus, saved_id, utcnow
-from afpbench.workers.sweeps.coordinator import verify_sweep
+from afpbench.workers.sweeps.coordinator import verified_sweep
 from afpbench.workers.sweeps.inputs import inputs_for
 from afpbench.workers.sweeps.spec import ModelSpec
 
@@ -96,13 +96,7 @@ def rerun(sweep_id: str, choice: RerunChoice, preflight: Callable[[ModelSpec], N
     caller releases the cells."""
     check_choice(choice)
     with session_scope() as session:
-        sweep = session.get(Sweep, sweep_id)
-        if sweep is None:
-            raise SweepNotFound(f"no sweep with id {sweep_id!r}")
-        changed = verify_sweep(sweep)
-        if changed:
-            raise SealMismatch(f"sweep {sweep_id}: inputs changed since the seal: {', '.join(changed)}; "
-                               "a rerun runs the sealed inputs only")
+        sweep = verified_sweep(session, sweep_id, "; a rerun runs the sealed inputs only")
         if sweep.status == SweepStatus.cancelled:
             raise RerunConflict(f"sweep {sweep_id} is cancelled: `afpbench resume {sweep_id}` first")
         ids = chosen_cells(session, sweep_id, choice)

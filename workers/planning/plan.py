@@ -3,7 +3,9 @@ render function, so `afpbench plan` (api/cli_plan.py), `run`'s one-line summary 
 read the same object.
 
 Sections: `comparisons` (the power plan of every comparison of the family: workers/planning/power_plan.py
-builds it from scoring/power.py). A new section (a cost estimate, say) is one more optional field on
+builds it from scoring/power.py) and `cost` (requests, tokens, US dollars and wall time per model and judge:
+workers/planning/cost.py; a budgeted sweep's release reserves from the sealed copy). A new section is one
+more optional field on
 `Plan` and one more entry in SECTIONS: a function from the section to its `Rendered` text (a headline
 for the one-line summary, and the lines `afpbench plan` prints).
 """
@@ -18,6 +20,7 @@ from pydantic import Field
 from afpbench.scoring.power import ComparisonPlan
 from afpbench.scoring.rates import Contract
 from afpbench.scoring.units import points_size
+from afpbench.workers.planning.cost import CostPlan, cost_headline, render_cost
 
 
 class Rendered(NamedTuple):
@@ -46,6 +49,8 @@ class Plan(Contract):
     variance_from: str = Field(description='"stated defaults" or "pilot sweep <id>"')
     comparisons: list[ComparisonPlan] | None = Field(
         default=None, description="per comparison of the family: MDD, repeats and fixtures needed")
+    cost: CostPlan | None = Field(
+        default=None, description="per model and judge: requests, tokens, US dollars, wall time (cost.py)")
 
     def sections(self) -> list[Rendered]:
         return [render(value) for name, render in SECTIONS if (value := getattr(self, name)) is not None]
@@ -104,5 +109,9 @@ def _comparisons(value: Any) -> Rendered:
     return _comparison_lines(list(value))
 
 
+def _cost(value: Any) -> Rendered:
+    return Rendered(cost_headline(value), render_cost(value))
+
+
 # Each section: the Plan field that holds it, and its render function.
-SECTIONS: tuple[tuple[str, Callable[[Any], Rendered]], ...] = (("comparisons", _comparisons),)
+SECTIONS: tuple[tuple[str, Callable[[Any], Rendered]], ...] = (("comparisons", _comparisons), ("cost", _cost))

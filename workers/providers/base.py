@@ -52,6 +52,12 @@ class Adapter(ABC):
     def __init__(self, provider: Provider) -> None:
         self.provider = provider
 
+    def estimate_tokens(self, text: str) -> int:
+        """How many tokens `text` is expected to count as in this family's usage report, before any call
+        (the cost plan, workers/planning/cost.py). No tokenizer is shipped: the stated rule is one token
+        per four characters, rounded up; a family that knows better overrides it."""
+        return -(-len(text) // 4)
+
     def base_url(self, endpoint: Endpoint) -> str:
         """The endpoint's base URL; an endpoint built without one gets its provider's default."""
         return (endpoint.base_url or self.provider.default_base_url or "").rstrip("/")

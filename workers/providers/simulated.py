@@ -11,5 +11,9 @@ from afpbench.workers.providers.types import Endpoint, ProbeAnswer, ProbeFinding
 
 
 class SimulatedAdapter(OpenAICompatAdapter):
+    def estimate_tokens(self, text: str) -> int:
+        """The simulator's usage report counts whitespace-separated words (workers/sim/engine.py:count_tokens)."""
+        return len(text.split())
+
     def read_probe(self, endpoint: Endpoint, answer: ProbeAnswer) -> ProbeFinding | None:
         return ProbeFinding(ProbeKind.no_listing) if answer.status == 404 else None

@@ -21,6 +21,7 @@ from afpbench.scoring.balance import exclusion_balance
 from afpbench.scoring.measures import score_summary
 from afpbench.scoring.rates import (
     FAIL,
+    NOT_RUN,
     PASS,
     UNFINISHED,
     Contract,
@@ -35,8 +36,10 @@ from afpbench.workers.results.decisions import human_decisions
 from afpbench.workers.results.reruns import reruns, superseded
 from afpbench.workers.results.summary import (
     FIXTURE_ROWS,
+    Budget,
     ComputedSummary,
     ConditionRow,
+    Cost,
     FixtureRows,
     ModelConditionRow,
     ModelEntry,
@@ -49,6 +52,7 @@ from afpbench.workers.results.unscored import why_unscored
 from afpbench.workers.results.written_calls import written_tool_call_cells
 from afpbench.workers.store.db import JsonText, session_scope
 from afpbench.workers.store.models import Aggregate, Sweep, SweepStatus, utcnow
+from afpbench.workers.sweeps.coordinator import PLAN
 from afpbench.workers.sweeps.spec import HIGH_RISK_MIN_REPEATS
 from afpbench.workers.sweeps.spec_loading import parse_spec
 
@@ -153,6 +157,8 @@ def _compute(session: Session, sweep: Sweep, interim: bool | None) -> ComputedSu
     by_condition = rate_blocks(counts.by_condition)
     by_model_condition = rate_blocks({(labels[h], h, c): n for (h, c), n in counts.by_model_condition.items()})
     by_fixture_condition = rate_blocks(counts.by_fixture_condition)
+    cost = sweep_cost(session, sweep.id, models, labels, spec.judges).model_copy(
+        update={"estimate_usd": ((sweep.seal_components.get(PLAN) or {}).get("cost") or {}).get("sync_usd")})
     head = SweepSummary(
         sweep_id=sweep.id,
         name=sweep.name,
@@ -179,7 +185,8 @@ def _compute(session: Session, sweep: Sweep, interim: bool | None) -> ComputedSu
         dimensions=dims,
         fatal_by_criterion=fatal,
         output_tokens=tokens,
-        cost=sweep_cost(session, sweep.id, models, labels),
+        cost=cost,
+        budget=_budget(spec.budget.usd, cost, counts.total.get(NOT_RUN, 0)) if spec.budget else None,
         high_risk=high_risk,
         comparisons=paired_comparisons(session, sweep.id, family, conditions, labels, high_risk.ready,
                                        (sweep.seal_components or {}).get("plan")),
@@ -192,6 +199,10 @@ def _compute(session: Session, sweep: Sweep, interim: bool | None) -> ComputedSu
         superseded=superseded(session, sweep.id),
     )
     return ComputedSummary(head, FixtureRows(by_fixture_condition, frozenset(counts.high_risk_fixtures)))
+
+
+def _budget(usd: float, cost: Cost, not_run: int) -> Budget:
+    return Budget(usd=usd, spent_usd=cost.sweep_usd, reached=not_run > 0, not_run=not_run)
 
 
 def _nothing_scored(total: dict[str, int]) -> bool:

@@ -100,8 +100,20 @@ class CostRow(Contract):
 
 class Cost(Contract):
     by_model: list[CostRow]
-    sweep_usd: float
+    by_judge: list[CostRow] = Field(default_factory=list, description="every judge call (`attempts`: calls)")
+    sweep_usd: float = Field(description="models and judges")
     rule: str
+    estimate_usd: float | None = Field(default=None, description="the cost plan's sync-lane estimate made when "
+                                       "the sweep was created (workers/planning/cost.py), for comparison")
+
+
+class Budget(Contract):
+    """The sealed budget and what it did: cells never sent are "not run" (outside every denominator)."""
+
+    usd: float
+    spent_usd: float
+    reached: bool = Field(description="the release stopped sending: spent + in flight would have passed it")
+    not_run: int = Field(description="cells never sent because of the budget")
 
 
 class ComparisonHead(Contract):
@@ -235,6 +247,7 @@ class SweepSummary(Contract):
                                   "(workers/results/unscored.py); such figures are never final")
     written_tool_calls: list[WrittenToolCallEntry] = Field(
         default_factory=list, description="cells whose answer is a tool call written as text")
+    budget: Budget | None = Field(default=None, description="set when the spec declares `budget: {usd: N}`")
     reruns: list[RerunEntry] = Field(default_factory=list, description="every rerun of the sweep, oldest first")
     superseded: Superseded = Field(default_factory=lambda: Superseded(attempts=0, results=0))
 
@@ -249,6 +262,8 @@ class RunSummary(Contract):
     by_model_condition: list[ModelConditionRow]
     comparisons: list[Comparison]
     no_scored_cell: str | None = None
+    cost: Cost | None = None
+    budget: Budget | None = None
 
 
 # The SweepSummary field stored apart, in aggregate.fixture_rows: named once for the writer and the readers.

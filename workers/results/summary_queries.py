@@ -13,7 +13,7 @@ from afpbench.scoring.measures import COST_RULE, MEANS, ScoredGroup, Sum, TokenC
 from afpbench.scoring.rates import SCORED, StateCounts, StateRow
 from afpbench.workers.providers.families import adapter_for
 from afpbench.workers.results.summary import Cost, CostRow
-from afpbench.workers.store.models import Attempt, Cell, Phase, Result
+from afpbench.workers.store.models import Attempt, Cell, Judgement, Phase, Result
 from afpbench.workers.sweeps.spec import ModelSpec
 
 
@@ -73,7 +73,9 @@ def scored_groups(session: Session, sweep_id: str) -> list[ScoredGroup]:
     return out
 
 
-def sweep_cost(session: Session, sweep_id: str, models: dict[str, ModelSpec], labels: dict[str, str]) -> Cost:
+def sweep_cost(session: Session, sweep_id: str, models: dict[str, ModelSpec], labels: dict[str, str],
+               judges: list[ModelSpec] | None = None) -> Cost:
+    """Tokens and US dollars per model (every attempt, retries included) and per judge (every judge call)."""
     kinds = {"input": Attempt.input_tokens, "output": Attempt.output_tokens, "cached": Attempt.cached_tokens,
              "reasoning": Attempt.reasoning_tokens}
     q = (select(col(Cell.model_hash), func.count(col(Attempt.id)).label("attempts"),
@@ -83,10 +85,24 @@ def sweep_cost(session: Session, sweep_id: str, models: dict[str, ModelSpec], la
     for r in session.execute(q).all():
         row = r._mapping
         tokens = TokenCounts.model_validate({kind: int(row[kind]) for kind in kinds})
-        model = models.get(r.model_hash)
-        rows.append(CostRow(model=labels.get(r.model_hash, r.model_hash), model_hash=r.model_hash,
-                            attempts=r.attempts, tokens=tokens,
-                            usd=token_cost(adapter_for(model.provider).usage_counting, model.prices, tokens)
-                            if model else None,
-                            prices=model.prices if model else None))
-    return Cost(by_model=rows, sweep_usd=sum(r.usd for r in rows if r.usd is not None), rule=COST_RULE)
+        rows.append(_cost_row(labels.get(r.model_hash, r.model_hash), r.model_hash, r.attempts, tokens,
+                              models.get(r.model_hash)))
+    by_label = {j.display: j for j in judges or []}
+    jq = (select(col(Judgement.judge_label), func.count(col(Judgement.id)).label("calls"),
+                 func.coalesce(func.sum(Judgement.input_tokens), 0).label("input"),
+                 func.coalesce(func.sum(Judgement.output_tokens), 0).label("output"))
+          .join(Cell, col(Cell.id) == Judgement.cell_id)
+          .where(col(Cell.sweep_id) == sweep_id, col(Judgement.judge_round) > 0).group_by(Judgement.judge_label))
+    judge_rows = []
+    for r in session.execute(jq).all():
+        judge = by_label.get(r.judge_label)
+        tokens = TokenCounts(input=int(r.input), output=int(r.output), cached=0, reasoning=0)
+        judge_rows.append(_cost_row(r.judge_label, judge.model_hash if judge else "", r.calls, tokens, judge))
+    total = sum(r.usd for r in [*rows, *judge_rows] if r.usd is not None)
+    return Cost(by_model=rows, by_judge=judge_rows, sweep_usd=total, rule=COST_RULE)
+
+
+def _cost_row(label: str, model_hash: str, calls: int, tokens: TokenCounts, model: ModelSpec | None) -> CostRow:
+    return CostRow(model=label, model_hash=model_hash, attempts=calls, tokens=tokens,
+                   usd=token_cost(adapter_for(model.provider).usage_counting, model.prices, tokens) if model else None,
+                   prices=model.prices if model else None)

@@ -82,6 +82,7 @@ def _rate_columns(failures: bool) -> tuple[Column[RateBlock], ...]:
         *(Column[RateBlock](state, state, _excluded(state), COUNT, short=EXCLUDED_ABBREVIATIONS[state], legend=True)
           for state in EXCLUDED),
         Column[RateBlock]("unfinished", "unfinished", attrgetter("unfinished"), COUNT, short="UF", legend=True),
+        Column[RateBlock]("not_run", "not run (budget)", attrgetter("not_run"), COUNT, wide=True),
     )
 
 
@@ -201,9 +202,12 @@ class CostLine(NamedTuple):
 
 
 def _cost_lines(s: SweepSummary) -> list[CostLine]:
-    lines = [CostLine(r.model, r.attempts, r.tokens.input, r.tokens.output, r.tokens.cached, r.tokens.reasoning,
-                      r.usd) for r in s.cost.by_model]
-    return [*lines, CostLine("whole sweep", "", "", "", "", "", s.cost.sweep_usd)]
+    lines = [CostLine(f"{role}{r.model}", r.attempts, r.tokens.input, r.tokens.output, r.tokens.cached,
+                      r.tokens.reasoning, r.usd)
+             for role, rows in (("", s.cost.by_model), ("judge ", s.cost.by_judge)) for r in rows]
+    totals = (("whole sweep", s.cost.sweep_usd), ("plan's estimate", s.cost.estimate_usd),
+              ("budget" + (" (reached)" if s.budget.reached else ""), s.budget.usd) if s.budget else ("", None))
+    return lines + [CostLine(name, "", "", "", "", "", usd) for name, usd in totals if name]
 
 
 COST = Table[CostLine](

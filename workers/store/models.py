@@ -182,6 +182,11 @@ class Attempt(SQLModel, table=True):
     simulated: bool = False
 
 
+# How the state_reason of a cell never sent because of the sweep's budget begins (workers/cells/budget.py):
+# such a cell is done with no result state (scoring/rates.py counts it NOT_RUN, outside every denominator).
+NOT_RUN_REASON = "not run: budget reached"
+
+
 # How a Judgement row's parse_error begins when its call got no answer (written by grading/judges.py,
 # counted by results/exclusions.py): a stored string, so its one home is beside the row.
 CALL_FAILED = "judge call failed"

@@ -16,6 +16,7 @@ from typing import Any
 from sqlmodel import Session
 
 from afpbench.scoring.states import ResultState
+from afpbench.workers.errors import SealMismatch, SweepNotFound
 from afpbench.workers.store.db import insert_in_chunks
 from afpbench.workers.store.models import Cell, Phase, Sweep, table_of, utcnow
 from afpbench.workers.sweeps.gate_run import fixture_gate, gate_all
@@ -139,6 +140,18 @@ def verify_sweep(sweep: Sweep) -> list[str]:
     inputs = load_inputs(SweepSpec.model_validate(sweep.spec))
     current = _carried_over(seal_components(inputs.seal_inputs()), sweep)
     return changed_components(sweep.seal_components, current)
+
+
+def verified_sweep(session: Session, sweep_id: str, then: str = "") -> Sweep:
+    """The sweep, its inputs verified against the seal: SweepNotFound, or SealMismatch naming every changed
+    component (`then`: what the refusal adds, e.g. why the caller needs the sealed inputs)."""
+    sweep = session.get(Sweep, sweep_id)
+    if sweep is None:
+        raise SweepNotFound(f"no sweep with id {sweep_id!r}")
+    changed = verify_sweep(sweep)
+    if changed:
+        raise SealMismatch(f"sweep {sweep_id}: inputs changed since the seal: {', '.join(changed)}{then}")
+    return sweep
 
 
 def _carried_over(current: dict[str, Any], sweep: Sweep) -> dict[str, Any]:

@@ -38,6 +38,15 @@ class Prices(StrictModel):
     output_per_mtok: Number = Field(default=0, ge=0)
     cached_per_mtok: Number = Field(default=0, ge=0)
     reasoning_per_mtok: Number = Field(default=0, ge=0)
+    # The provider's batch lane (about half price, answers within 24 h); None: not declared (the plan then
+    # gives no batch-lane cost for this model).
+    batch_input_per_mtok: Number | None = Field(default=None, ge=0)
+    batch_output_per_mtok: Number | None = Field(default=None, ge=0)
+
+    @property
+    def declared(self) -> bool:
+        """Some price is declared: an all-zero table is what a spec without `prices` gets."""
+        return bool(self.input_per_mtok or self.output_per_mtok)
 
 
 class ModelSpec(StrictModel):
@@ -158,13 +167,23 @@ class JudgeCheckSpec(StrictModel):
 
 # Keys of the resolved spec left out while they hold their default (None): a spec written before they
 # existed resolves, and so seals, exactly as it did.
-_LEFT_OUT_AT_DEFAULT = ("comparisons", "judge_check")
+_LEFT_OUT_AT_DEFAULT = ("comparisons", "judge_check", "budget")
+# The same for each model's and judge's prices.
+_PRICES_LEFT_OUT_AT_DEFAULT = ("batch_input_per_mtok", "batch_output_per_mtok")
 
 
 def _judges_required(schema: dict[str, Any]) -> None:
     """The JSON schema (OpenAPI) shows `judges` as required, which is what the validator enforces."""
     schema["properties"]["judges"].pop("default", None)
     schema["required"] = [*schema.get("required", []), "judges"]
+
+
+class BudgetSpec(StrictModel):
+    """A ceiling on the sweep's spend, sealed with it: the release stops sending once what was spent plus
+    what is in flight would pass it (workers/cells/budget.py); the cells never sent stay "not run"."""
+
+    usd: Number = Field(gt=0)
+
 
 
 class SweepSpec(StrictModel):
@@ -187,6 +206,7 @@ class SweepSpec(StrictModel):
     # Pairs of conditions, ["D", "A"] or "D vs A" (first minus second); null: every pair of `conditions`.
     comparisons: list[list[str] | str] | None = None
     judge_check: JudgeCheckSpec | None = None
+    budget: BudgetSpec | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -242,15 +262,30 @@ class SweepSpec(StrictModel):
     def judge_check_settings(self) -> JudgeCheckSpec:
         return self.judge_check or JudgeCheckSpec()
 
+    @model_validator(mode="after")
+    def _budget_needs_prices(self) -> SweepSpec:
+        if self.budget is None:
+            return self
+        unpriced = [f"{role} {m.display}" for role, ms in (("model", self.models), ("judge", self.judges))
+                    for m in ms if not m.prices.declared]
+        if unpriced:
+            raise ValueError(f"budget: {', '.join(unpriced)} declares no prices (prices: {{input_per_mtok, "
+                             "output_per_mtok}); a budget cannot count what has no price")
+        return self
+
     def high_risk_repeat_count(self) -> int:
         """High-risk fixtures need at least three repeats per condition before comparisons publish."""
         return max(self.high_risk_repeats, self.repeats, HIGH_RISK_MIN_REPEATS)
 
     def resolved(self) -> dict[str, Any]:
-        """The spec with every default filled in: what is stored and sealed (comparisons and judge_check
-        only when written: their defaults follow from the rest)."""
+        """The spec with every default filled in: what is stored and sealed (comparisons, judge_check, budget
+        and batch prices only when written: a spec from before they existed seals as it did)."""
         data = self.model_dump(mode="json")
         for key in _LEFT_OUT_AT_DEFAULT:
             if data[key] is None:
                 del data[key]
+        for model in [*data["models"], *data["judges"]]:
+            for key in _PRICES_LEFT_OUT_AT_DEFAULT:
+                if model["prices"][key] is None:
+                    del model["prices"][key]
         return data

@@ -132,12 +132,13 @@ def test_a_sweep_without_judges_says_why_every_cell_is_grader_dispute(sqlite_url
 
 
 def test_json_keeps_its_keys_and_adds_the_per_model_reading(summary):
-    """Rule: --json content unchanged (same keys as before), with the per-model rows, comparisons and the
-    no-scored-cell line (None here: cells were scored) added."""
+    """Rule: --json content unchanged (same keys as before), with the per-model rows, comparisons, the
+    no-scored-cell line (None here: cells were scored), the cost beside the plan's estimate and the budget added."""
     summary = summary.model_dump(mode="json")
     before = {"sweep_id", "name", "simulated", "status", "seal", "cells", "done", "by_phase", "by_state",
               "by_condition", "pass_rate_by_condition", "attempts", "exclusion_balance", "notices", "database"}
     assert before <= set(summary)
-    assert set(summary) - before == {"judges", "by_model_condition", "comparisons", "no_scored_cell"}
+    assert set(summary) - before == {"judges", "by_model_condition", "comparisons", "no_scored_cell", "cost",
+                                     "budget"}
     assert summary["no_scored_cell"] is None
     assert summary["pass_rate_by_condition"]["C"]["n"] == 24 and summary["by_condition"]["D"]["(queued)"] == 1

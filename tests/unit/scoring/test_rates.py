@@ -16,6 +16,7 @@ from afpbench.scoring.measures import MEANS, ScoredGroup, ScoreMeans, Sum, Token
 from afpbench.scoring.rates import (
     EXCLUDED,
     FAIL,
+    NOT_RUN,
     PASS,
     UNFINISHED,
     NoPairs,
@@ -119,7 +120,8 @@ def test_streamed_counts_equal_a_recount_of_the_rows_in_any_order():
     assert counts.cells == sum(r.cells for r in rows)
     finished = Counter()
     for r in (r for r in rows if r.high_risk):  # a group with only unfinished repeats is there, with 0
-        finished[(r.model_hash, r.fixture_id, r.fixture_version, r.condition)] += r.cells * (r.outcome != UNFINISHED)
+        ran = r.outcome not in (UNFINISHED, NOT_RUN)
+        finished[(r.model_hash, r.fixture_id, r.fixture_version, r.condition)] += r.cells * ran
     assert counts.high_risk_finished == finished and counts.high_risk_fixtures == {("P05", "1"), ("P06", "1")}
     in_order = StateCounts.of(sorted(rows, key=lambda r: (r.fixture_id, r.fixture_version, r.condition)))
     assert in_order.by_fixture_condition == counts.by_fixture_condition
@@ -136,7 +138,7 @@ def test_rate_block_json_keys_are_the_stored_contract():
     block = rate_block({PASS: 2, FAIL: 1})
     dumped = block.model_dump(mode="json")
     assert set(dumped) == {"pass", "fail", "n", "pass_rate", "pass_rate_ci95", "failures", "excluded", "unfinished",
-                           "cells"}
+                           "not_run", "cells"}
     assert isinstance(dumped["pass_rate_ci95"], list)
     assert RateBlock.model_validate(dumped) == block
 
@@ -289,3 +291,13 @@ def test_the_arithmetic_is_pure(module):
     names |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     forbidden = ("sqlalchemy", "sqlmodel", "celery", "redis", "requests", "afpbench.workers", "afpbench.api", "os")
     assert not [n for n in names if n.split(".")[0] in forbidden or n.startswith(forbidden)]
+
+
+def test_a_cell_never_sent_for_the_budget_is_not_run_outside_every_denominator():
+    """Budget rule (docs/PROTOCOL.md): a finished cell with no result state was never sent; it is counted
+    NOT_RUN, never in PASS/(PASS+FAIL), never an excluded state such as INFRA_ERROR."""
+    row = _row("A", None, 4, done=True, fixture="P01", high_risk=False, model="m1")
+    assert row.outcome == NOT_RUN
+    block = rate_block({PASS: 1, FAIL: 1, NOT_RUN: 4})
+    assert block.n == 2 and block.not_run == 4 and block.cells == 6 and block.unfinished == 0
+    assert all(v == 0 for v in block.excluded.values())
