@@ -21,7 +21,9 @@ MAX_ATTEMPTS = 2
 def _spec(model_url: str, judge_url: str) -> dict:
     return {"name": "judge outage", "models": [http_model("m", model_url)],
             "judges": [http_model("j", judge_url)], "fixtures": {"only": ["P01"]}, "conditions": ["A"],
-            "dispute_rule": {"max_parse_retries": 0}}
+            "dispute_rule": {"max_parse_retries": 0},
+            # These judges fail on purpose inside the run: the check before the sweep would stop it first.
+            "judge_check": False}
 
 
 def test_an_unreachable_judge_ends_the_cell_infra_error_within_the_budget(tmp_path):
