@@ -46,7 +46,8 @@ def progress_bar(console: Console, disable: bool = False) -> Iterator:
         task = bar.add_task("cells", total=None)
 
         def update(p) -> None:
-            bar.update(task, total=p.total, completed=p.done)
+            waiting = f" ({p.waiting_for_slot} waiting for a slot)" if p.waiting_for_slot else ""
+            bar.update(task, total=p.total, completed=p.done, description=f"cells{waiting}")
 
         yield update
 
@@ -80,6 +81,9 @@ def _notes(overview: RunOverview) -> list[str]:
         f"{overview.done}/{overview.cells} cells done, {overview.attempts} attempts; "
         f"seal {(overview.seal or '')[:16]}…; database {overview.database}",
     ]
+    if overview.waiting_for_slot:
+        notes.append(f"{overview.waiting_for_slot} cell(s) waiting for their pool's rate or in-flight slot to be "
+                     "scored (a wait spends no attempt; AFP_SLOT_WAIT_S)")
     if overview.judges == []:
         notes.append(NO_JUDGES_NOTE)
     balance = overview.exclusion_balance

@@ -35,6 +35,8 @@ class RunOverview(RunSummary):
     done: int
     by_phase: dict[str, int]
     by_state: dict[str, int]
+    waiting_for_slot: int = Field(0, description="open cells whose scoring waits for its pool's rate or in-flight "
+                                                 "slot (a wait is not a failed try)")
     by_condition: dict[str, dict[str, int]] = Field(description="cells by state, '(phase)' for an unfinished one")
     pass_rate_by_condition: dict[str, ConditionRate]
     attempts: int
@@ -79,6 +81,7 @@ def run_overview(sweep_id: str, progress: Progress, attempts: int, database_url:
     return RunOverview(
         sweep_id=sweep_id, name=sweep.name, simulated=sweep.simulated, status=progress.status, seal=sweep.seal_hash,
         cells=progress.total, done=progress.done, by_phase=progress.phases, by_state=progress.states,
+        waiting_for_slot=progress.waiting_for_slot,
         by_condition=by_condition,
         pass_rate_by_condition={c: _condition_rate(counts) for c, counts in by_condition.items()},
         attempts=attempts, notices=list(sweep.notices or []), database=database_url,

@@ -6,7 +6,8 @@ the slow part. Every answer is one short fixed text: SIMULATED.
 
 GET /v1/models lists the benchmark's model names; POST /v1/chat/completions waits --latency-ms, then
 answers; GET /_mock/stats gives the answers sent and the monotonic-clock seconds from the first answer
-to the last (the server-side span every harness is measured by); POST /_mock/reset clears them.
+to the last (the server-side span every harness is measured by) and the requests in flight at the mock
+(peak, time-weighted mean, seconds at each count); POST /_mock/reset clears them.
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ MODELS = ["sim-plain", *(f"sim-plain-{i}" for i in range(10))]
 
 
 class Stats:
+    """Answers and their span, and the requests in flight at the mock: the peak, the time-weighted mean
+    from the first arrival to the last answer, and the seconds spent at each count (one event loop: no
+    lock needed)."""
+
     def __init__(self) -> None:
         self.reset()
 
@@ -35,8 +40,26 @@ class Stats:
         self.answers = 0
         self.first: float | None = None
         self.last: float | None = None
+        self.in_flight = 0
+        self.peak = 0
+        self.arrived: float | None = None
+        self.changed: float | None = None
+        self.seconds_at: dict[int, float] = {}
+
+    def _count(self, delta: int) -> None:
+        now = time.monotonic()
+        if self.changed is not None:
+            self.seconds_at[self.in_flight] = self.seconds_at.get(self.in_flight, 0.0) + now - self.changed
+        self.changed = now
+        self.arrived = now if self.arrived is None else self.arrived
+        self.in_flight += delta
+        self.peak = max(self.peak, self.in_flight)
+
+    def arrival(self) -> None:
+        self._count(+1)
 
     def answered(self) -> None:
+        self._count(-1)
         now = time.monotonic()
         self.first = now if self.first is None else self.first
         self.last = now
@@ -44,7 +67,11 @@ class Stats:
 
     def snapshot(self) -> dict:
         span = (self.last - self.first) if self.first is not None and self.last is not None else None
-        return {"answers": self.answers, "first_to_last_s": span}
+        total = sum(self.seconds_at.values())
+        mean = sum(n * s for n, s in self.seconds_at.items()) / total if total else None
+        return {"answers": self.answers, "first_to_last_s": span, "peak_in_flight": self.peak,
+                "mean_in_flight": mean, "seconds_at_in_flight": {str(n): round(s, 3)
+                                                                 for n, s in sorted(self.seconds_at.items())}}
 
 
 def build(latency_s: float) -> Starlette:
@@ -56,6 +83,7 @@ def build(latency_s: float) -> Starlette:
 
     async def chat(request: Request) -> Response:
         body = json.loads(await request.body())
+        stats.arrival()
         if latency_s:
             await asyncio.sleep(latency_s)
         prompt_tokens = sum(len(str(m.get("content", ""))) for m in body.get("messages", [])) // 4

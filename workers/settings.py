@@ -65,6 +65,10 @@ class Settings(BaseSettings):
     max_tool_rounds: int = 8
     # How long a later tool round may wait for its rate slot before the try counts as incomplete.
     tool_round_wait_s: float = 30.0
+    # How long a judge call waits in its task for its pool's rate or in-flight slot; then the task gives
+    # its worker thread back and waits as a retried message. A wait is never a failed try
+    # (workers/grading/scorer.py:_wait_for_slot).
+    slot_wait_s: float = Field(default=60.0, gt=0, le=3600)
 
     @property
     def embedded(self) -> bool:

@@ -212,3 +212,32 @@ def test_a_server_slower_than_timeout_s_is_infra_error_with_the_reason_never_a_m
     assert state == "INFRA_ERROR" and "read timeout after 1s" in reason, reason
     assert len(errors) == 2 and all("read timeout after 1s" in e for e in errors), errors
     assert json.loads(proc.stdout)["pass_rate_by_condition"]["D"]["n"] == 0
+
+
+def test_a_wait_for_the_shared_slot_is_never_a_failed_scoring_try(tmp_path):
+    """Rule: the shipped local-model example's shape (a slow server, one slot, the judge sharing it): a
+    judge call that waits past AFP_SLOT_WAIT_S for the slot gives its thread back and waits again; the
+    wait is not a failed try (before: each such wait was a "judge unavailable" try, and a cell with its
+    scoring tries spent that way ended INFRA_ERROR with no judge call made)."""
+    env = {"AFP_SLOT_WAIT_S": "0.2", "AFP_MAX_ATTEMPTS": "2", "AFP_LOG_LEVEL": "INFO"}
+    with SimServer(SimConfig()).start() as sim, SlotCountingServer(sim.base_url, delay_s=0.3) as server:
+        spec = tmp_path / "s.yaml"
+        spec.write_text(yaml.safe_dump(_spec(server.base_url, 1, ["P02", "P03", "P04"])))
+        proc = afpbench(["run", str(spec), "--json", "--threads", "6"], tmp_path, env=env, timeout=300)
+    assert proc.returncode in (0, 3), proc.stderr[-3000:]
+    summary = json.loads(proc.stdout)
+    assert summary["done"] == summary["cells"] == 12
+    con = sqlite3.connect(tmp_path / "afpbench.db")
+    try:
+        unavailable = con.execute("select count(*) from judgement where parse_error like 'judge unavailable%'")
+        unavailable = unavailable.fetchone()[0]
+        infra = con.execute("select state_reason from cell where state = 'INFRA_ERROR'").fetchall()
+        judged = con.execute("select count(distinct cell_id) from judgement where parsed is not null").fetchone()[0]
+        attempts = con.execute("select count(*) from attempt").fetchone()[0]
+    finally:
+        con.close()
+    assert unavailable == 0 and infra == [], (unavailable, infra)
+    waits = proc.stderr.count("scoring waits again (not a failed try)")
+    assert waits > 0, "judges waited past AFP_SLOT_WAIT_S for the one slot (else this test shows nothing)"
+    assert judged == 12 and attempts == 12, "every cell judged, one execution try each"
+    assert server.most <= 1, f"{server.most} requests in flight on a server with 1 slot"

@@ -98,8 +98,9 @@ def canary_run(tmp_path_factory) -> tuple[SweepRun, Path, dict]:
             http_model("echo-502-html", server.base_url("echo-502-html"), api_key_env="AFP_CANARY_PLAIN"),
         ]
         judge = http_model("echo-judge", server.base_url("echo-judge"), api_key_env="AFP_CANARY_JUDGE")
+        # judge_check off: the echoing judge gives no usable judgement, which would stop the run before it began.
         spec = {"name": "canary", "models": models, "judges": [judge],
-                "fixtures": {"only": ["P01", "P08"]}, "conditions": ["A"]}
+                "fixtures": {"only": ["P01", "P08"]}, "conditions": ["A"], "judge_check": False}
         run = run_sweep(tmp, spec, threads=4, env=ENV)
         seen_keys = {s.authorization for s in server.httpd.seen}
     assert run.proc.returncode == 3, run.proc.stderr[-3000:]  # finished; echo-500 and echo-401 are INFRA_ERROR

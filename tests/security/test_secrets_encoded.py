@@ -111,8 +111,9 @@ def encoded_run(tmp_path_factory) -> tuple[SweepRun, Path, dict[str, bytes]]:
         models = [http_model("b64-answer", server.base_url("b64-answer"), api_key_env="AFP_CANARY_ENC"),
                   http_model("b64-500", server.base_url("b64-500"), api_key_env="AFP_CANARY_ENC")]
         judge = http_model("b64-judge", server.base_url("b64-judge"), api_key_env="AFP_CANARY_ENC_JUDGE")
+        # judge_check off: the echoing judge gives no usable judgement, which would stop the run before it began.
         spec = {"name": "encoded canary", "models": models, "judges": [judge], "fixtures": {"only": ["P01", "P08"]},
-                "conditions": ["A"]}
+                "conditions": ["A"], "judge_check": False}
         run = run_sweep(tmp, spec, threads=4, env=ENV)
         seen = {s.authorization for s in server.httpd.seen}
     assert run.proc.returncode == 3, run.proc.stderr[-3000:]  # b64-500's cells end INFRA_ERROR

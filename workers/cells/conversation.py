@@ -8,7 +8,9 @@ A conversation that cannot finish is never the model's answer: no slot for a lat
 bounded wait, a later round lost to a provider fault, the hard-time-limit guard, or a model still
 calling the calculator after `max_tool_rounds`. It ends with a non-scorable outcome whose error says
 "tool conversation incomplete: ...", so the record step retries the cell (its slot given back) and,
-when the attempts run out, ends it INFRA_ERROR naming why.
+when the attempts run out, ends it INFRA_ERROR naming why. The hard-time-limit guard is final: the
+cell ends INFRA_ERROR at once naming the model and the limit (a retry would be cut at the same round
+and pay for the rounds before it again).
 
 Every round is recorded (request as sent, status, headers, raw body, latency); calculator calls are
 evaluated exactly by the harness and their records kept with the attempt. A round that is not sent
@@ -162,9 +164,13 @@ def converse(
             spare = (hard_limit_s - (time.monotonic() - started)
                      - endpoint.connect_timeout_s - endpoint.timeout_s)
             if spare <= 0:
-                result = incomplete(f"round {round_no} could exceed the task's hard time limit of "
-                                    f"{hard_limit_s} s (from timeout_s {model.timeout_s:g} s and the tool "
-                                    f"rounds, at most AFP_VISIBILITY_TIMEOUT_S - 60 s)")
+                # Final: a retry would send the same rounds and be cut at the same cap, paying for them again.
+                why = (f"round {round_no} could exceed the task's hard time limit of {hard_limit_s} s (from "
+                       f"timeout_s {model.timeout_s:g} s and the tool rounds, at most AFP_VISIBILITY_TIMEOUT_S "
+                       f"- 60 s); raise AFP_VISIBILITY_TIMEOUT_S and AFP_LEASE_EXPIRY_S, or lower timeout_s or "
+                       f"AFP_MAX_TOOL_ROUNDS")
+                final = f"the declared time limits cannot fit model {model.display}'s conversation"
+                result = replace(incomplete(why), final=final)
                 rounds.append(_round_record(result, sent=False))
                 break
             budget = min(settings.tool_round_wait_s, spare)

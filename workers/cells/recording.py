@@ -81,7 +81,7 @@ def record_try(
     # Under the fence below the cell's attempt count is our claim's number, so decide before writing.
     # The budget counts the attempts since the cell's latest rerun (claim.py); the fence is the absolute number.
     verdict = policy.decide(result.outcome, claimed.number - cell.attempt_base, result.retry_after_s,
-                            result.should_retry)
+                            result.should_retry, result.final)
     try:
         return _commit(cell, claimed, inputs, validity, attempt_values, verdict, now)
     except (OperationalError, InterfaceError):

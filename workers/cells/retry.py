@@ -13,6 +13,9 @@
 One budget bounds every retry: attempt `max_attempts` (AFP_MAX_ATTEMPTS) is the last, whatever the
 outcome, 429s included; the claim (cells/claim.py) refuses to start one more, so no path can exceed it.
 
+A try the harness knows a retry cannot fix (`final`: a tool conversation the declared time limits cannot
+fit) ends at once, INFRA_ERROR naming why, instead of paying for its first rounds again.
+
 The provider's own advice (`should_retry`, from x-should-retry) overrides a decision drawn from the
 HTTP status alone: False ends a retryable outcome at once, True retries an auth_error / not_found.
 It does not override what the body itself said (a block, an exhausted quota, an over-long prompt).
@@ -52,10 +55,12 @@ class RetryPolicy:
         return delay * (0.5 + random.random() / 2)  # full jitter keeps retries from synchronising
 
     def decide(
-        self, outcome: str, attempt: int, retry_after_s: float | None = None, should_retry: bool | None = None
+        self, outcome: str, attempt: int, retry_after_s: float | None = None, should_retry: bool | None = None,
+        final: str | None = None,
     ) -> Verdict:
         """`outcome`: an OutcomeClass value or an attempt outcome of cells/claim.py; `attempt`: the number
-        just made (the cell's attempt count under the claim's fence)."""
+        just made (the cell's attempt count under the claim's fence); `final`: why a retry cannot help
+        (AdapterResult.final), which ends a retryable outcome at once."""
         if outcome in _SCORED:
             return Verdict("score")
         if outcome == OutcomeClass.provider_block:
@@ -70,6 +75,8 @@ class RetryPolicy:
         # what the provider asked us to retry.
         if should_retry is False:
             return Verdict("finish", state=_INFRA, reason=f"{outcome}: the provider advised not to retry")
+        if final:
+            return Verdict("finish", state=_INFRA, reason=f"{outcome}, not retried: {final}")
         if attempt >= self.max_attempts:
             return Verdict("finish", state=_INFRA, reason=f"{outcome} after {attempt} attempts")
         if outcome in _WAIT_OUT:

@@ -20,10 +20,20 @@ from afpbench.workers.limits.base import Limits
 from afpbench.workers.limits.shared import get_limiter
 from afpbench.workers.providers.families import adapter_for
 from afpbench.workers.providers.types import AdapterResult, ChatRequest, OutcomeClass, ResponseSchema, Usage
+from afpbench.workers.settings import get_settings
 from afpbench.workers.sweeps.endpoints import endpoint_for
 from afpbench.workers.sweeps.pools import pool_of
 from afpbench.workers.sweeps.spec import ModelSpec
 from afpbench.workers.sweeps.time_limits import judge_slot_wait_s, slot_lease_s
+
+
+class JudgeSlotWait(JudgeUnavailable):
+    """No slot for a judge call within AFP_SLOT_WAIT_S: no call was made, so no try is spent; the scorer
+    waits again as a retried message (grading/scorer.py). `wait_s`: the limiter's last advice."""
+
+    def __init__(self, message: str, wait_s: float) -> None:
+        super().__init__(message)
+        self.wait_s = wait_s
 
 
 def judgement_response(fixture: Fixture, swapped: bool = False) -> ResponseSchema:
@@ -66,15 +76,15 @@ def judge_call(
     endpoint = endpoint_for(judge)
     pool = pool_of(endpoint)
     limiter = get_limiter()
-    # A judge on a slow local server waits behind the tested model's calls: one call's length at least.
-    wait_s = judge_slot_wait_s(judge)
+    # A judge on a slow local server waits behind the tested model's calls; a wait costs no try.
+    wait_s = judge_slot_wait_s(get_settings())
     deadline = time.monotonic() + wait_s
     lease_s = slot_lease_s(judge)
     grant = limiter.acquire(pool, limits, sum(len(m["content"]) for m in messages) // 4 + 1024, lease_s=lease_s)
     while not grant.granted:
         if time.monotonic() > deadline:
-            raise JudgeUnavailable(f"judge {judge.display}: waited {wait_s:g} s for its pool's rate or "
-                                   f"in-flight slot ({grant.reason or 'limiter'})")
+            raise JudgeSlotWait(f"judge {judge.display}: no rate or in-flight slot in its pool within "
+                                f"{wait_s:g} s ({grant.reason or 'limiter'}); no call was made", grant.wait_s)
         time.sleep(min(grant.wait_s, 2.0))
         grant = limiter.acquire(pool, limits, 0, lease_s=lease_s)
     try:

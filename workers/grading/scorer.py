@@ -7,6 +7,7 @@ overwritten: a re-score adds a new scoring run.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from dataclasses import dataclass, replace
 from datetime import timedelta
@@ -18,19 +19,21 @@ from sqlmodel import Session, col, select
 from afpbench.scoring.evidence import Evidence, gather_evidence
 from afpbench.scoring.verdict import DisputeRule, PassRule, Verdict
 from afpbench.workers.errors import JudgeUnavailable, RecordNotFound
+from afpbench.workers.grading.judges import JudgeSlotWait
 from afpbench.workers.grading.judging import JUDGE_UNAVAILABLE, JudgingInputs, judged_verdict, unjudged
 from afpbench.workers.grading.sweep_seat import JudgingCancelled, SweepSeat
 from afpbench.workers.providers.types import OutcomeClass
 from afpbench.workers.settings import get_settings
 from afpbench.workers.store.db import session_scope
 from afpbench.workers.store.lease import hold_scoring
-from afpbench.workers.store.models import Attempt, Cell, Phase, Result, Sweep, SweepStatus, utcnow
+from afpbench.workers.store.models import SLOT_WAIT, Attempt, Cell, Phase, Result, Sweep, SweepStatus, utcnow
 from afpbench.workers.store.models import Judgement as JudgementRow
 from afpbench.workers.sweeps.inputs import SweepInputs, inputs_for, validity_for
 from afpbench.workers.sweeps.seal import afpbench_version
 from afpbench.workers.sweeps.spec import ModelSpec
 
 SCORER_VERSION = "1"
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -124,8 +127,24 @@ def score_cell(cell_id: int, worker: str) -> Scored | RejudgeLater | NotScored:
                     return Scored(_current_state(session, cell_id))
                 session.add(result_row(cell_id, cell.sweep_id, run, verdict, details))
                 return Scored(verdict.state.value)
+        except JudgeSlotWait as exc:
+            return _wait_for_slot(cell_id, owner, exc)
         except JudgeUnavailable as exc:
             return _judge_unavailable(cell_id, cell.sweep_id, owner, str(exc))
+
+
+def _wait_for_slot(cell_id: int, owner: str, wait: JudgeSlotWait) -> RejudgeLater:
+    """A judge call that got no slot in its pool within AFP_SLOT_WAIT_S: a wait, not a failed try (no
+    call was made for it). The cell goes back to awaiting_score with no row counted against the attempt
+    budget, its state_reason saying it waits (counted by `status` and progress), and the message waits
+    again as a retried one, its worker thread given back. The try's judge calls already made, if any,
+    roll back with it (a slot wait after a first judge call is rare: the calls of a try are in a row)."""
+    with session_scope() as session:
+        session.execute(update(Cell).where(_still_ours(cell_id, owner)).values(
+            phase=Phase.awaiting_score, lease_owner=None, lease_until=None,
+            state_reason=f"{SLOT_WAIT}: {wait}"[:2000], updated_at=utcnow()))
+    log.info("cell %s: %s; scoring waits again (not a failed try)", cell_id, wait)
+    return RejudgeLater(max(1.0, wait.wait_s), str(wait))
 
 
 def _judge_unavailable(cell_id: int, sweep_id: str, owner: str, reason: str) -> Scored | RejudgeLater:
@@ -145,7 +164,8 @@ def _judge_unavailable(cell_id: int, sweep_id: str, owner: str, reason: str) -> 
         )).one()
         if lost < budget:
             session.execute(update(Cell).where(_still_ours(cell_id, owner))
-                            .values(phase=Phase.awaiting_score, lease_owner=None, lease_until=None))
+                            .values(phase=Phase.awaiting_score, lease_owner=None, lease_until=None,
+                                    state_reason=None))
             return RejudgeLater(30.0, reason)
         verdict = unjudged(f"{reason} (after {lost} scoring tries, AFP_MAX_ATTEMPTS={budget})")
         verdict = replace(verdict, rationale=verdict.rationale[:2000])

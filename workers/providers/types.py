@@ -174,6 +174,9 @@ class AdapterResult:
     reasoning_params: dict = field(default_factory=dict)
     # The provider's own retry advice when it gives one (Anthropic's `x-should-retry`); None: no advice.
     should_retry: bool | None = None
+    # Why a retry cannot help, when the harness itself knows: a tool conversation the declared time limits
+    # cannot fit would be cut the same way again, its first rounds paid again (cells/conversation.py).
+    final: str | None = None
 
 
 def key_for(endpoint: Endpoint) -> str | None:

@@ -190,6 +190,9 @@ NOT_RUN_REASON = "not run: budget reached"
 # How a Judgement row's parse_error begins when its call got no answer (written by grading/judges.py,
 # counted by results/exclusions.py): a stored string, so its one home is beside the row.
 CALL_FAILED = "judge call failed"
+# How an open cell's state_reason begins while its scoring waits for its pool's slot (written by
+# grading/scorer.py, counted by sweeps/progress.py); a finished cell's state_reason replaces it.
+SLOT_WAIT = "waiting for its pool's slot"
 
 
 class Judgement(SQLModel, table=True):

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import bindparam, func
+from sqlalchemy import bindparam, case, func
 from sqlmodel import col, select
 
 from afpbench.workers.errors import SweepNotFound
 from afpbench.workers.store.db import autocommit, session_scope
-from afpbench.workers.store.models import Attempt, Cell, Phase, Sweep, SweepStatus
+from afpbench.workers.store.models import SLOT_WAIT, Attempt, Cell, Phase, Sweep, SweepStatus
 
 
 def is_cancelled(sweep_id: str) -> bool:
@@ -36,25 +36,34 @@ class Progress:
     phases: dict[str, int]
     states: dict[str, int]
     status: str
+    waiting_for_slot: int = 0  # open cells whose scoring waits for its pool's slot (store/models.py:SLOT_WAIT)
 
     @property
     def finished(self) -> bool:
         return self.done >= self.total
 
 
+# An open cell whose scoring waits for its pool's slot says so in its state_reason (grading/scorer.py).
+_WAITING = case(((col(Cell.phase) != Phase.done.value) & col(Cell.state_reason).startswith(SLOT_WAIT), 1),
+                else_=0)
+
+
 def counts_by_phase_and_state(session, sweep_id: str) -> dict[str, dict[str, int]]:
+    """Cells by phase and by result state, and (under "waiting") the open ones waiting for a slot."""
     rows = session.execute(
-        select(Cell.phase, Cell.state, func.count())
+        select(Cell.phase, Cell.state, _WAITING, func.count())
         .where(Cell.sweep_id == sweep_id)
-        .group_by(col(Cell.phase), col(Cell.state))
+        .group_by(col(Cell.phase), col(Cell.state), _WAITING)
     ).all()
     phases: dict[str, int] = {}
     states: dict[str, int] = {}
-    for phase, state, n in rows:
+    waiting = 0
+    for phase, state, waits, n in rows:
         phases[phase] = phases.get(phase, 0) + n
         if state:
             states[state] = states.get(state, 0) + n
-    return {"phases": phases, "states": states}
+        waiting += n if waits else 0
+    return {"phases": phases, "states": states, "waiting": {"for_slot": waiting}}
 
 
 def progress(sweep_id: str) -> Progress:
@@ -72,6 +81,7 @@ def progress(sweep_id: str) -> Progress:
             counts["phases"],
             counts["states"],
             status,
+            counts["waiting"]["for_slot"],
         )
 
 

@@ -64,10 +64,10 @@ def slot_lease_s(model: ModelSpec) -> float:
     return call_s(model) + MARGIN_S
 
 
-def judge_slot_wait_s(judge: ModelSpec) -> float:
-    """How long a judge call may wait for its pool slot: at least one call of the judge's own length,
-    since a judge on the tested model's server waits behind that model's calls (never under 60 s)."""
-    return max(60.0, call_s(judge))
+def judge_slot_wait_s(settings: Settings) -> float:
+    """How long a judge call waits in its task for its pool slot (AFP_SLOT_WAIT_S) before the task hands
+    its thread back and waits as a retried message (no try is spent on a wait)."""
+    return settings.slot_wait_s
 
 
 def requests_per_try(inputs: SweepInputs, settings: Settings) -> int:
@@ -87,5 +87,5 @@ def execution_limits(model: ModelSpec, rounds: int, settings: Settings) -> TaskL
 def scoring_limits(spec: SweepSpec, settings: Settings) -> TaskLimits:
     """A score task: every judge's calls in both judging rounds, each after its slot wait."""
     calls = spec.dispute_rule.max_parse_retries + 1
-    per_round = sum(calls * (judge_slot_wait_s(j) + call_s(j)) for j in spec.judges or [])
+    per_round = sum(calls * (judge_slot_wait_s(settings) + call_s(j)) for j in spec.judges or [])
     return _limits(2 * per_round + MARGIN_S, settings)

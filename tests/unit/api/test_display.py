@@ -138,7 +138,7 @@ def test_json_keeps_its_keys_and_adds_the_per_model_reading(summary):
     before = {"sweep_id", "name", "simulated", "status", "seal", "cells", "done", "by_phase", "by_state",
               "by_condition", "pass_rate_by_condition", "attempts", "exclusion_balance", "notices", "database"}
     assert before <= set(summary)
-    assert set(summary) - before == {"judges", "by_model_condition", "comparisons", "no_scored_cell", "cost",
-                                     "budget"}
+    added = {"judges", "by_model_condition", "comparisons", "no_scored_cell", "cost", "budget", "waiting_for_slot"}
+    assert set(summary) - before == added
     assert summary["no_scored_cell"] is None
     assert summary["pass_rate_by_condition"]["C"]["n"] == 24 and summary["by_condition"]["D"]["(queued)"] == 1

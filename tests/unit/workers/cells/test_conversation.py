@@ -179,3 +179,18 @@ def test_a_later_round_lost_to_a_5xx_is_retried_not_scored(settings_env):
     assert result.error.startswith(f"{INCOMPLETE}: round 2 lost: ")
     assert [r["http_status"] for r in rounds][0] == 200 and rounds[1]["http_status"] >= 500
     assert RetryPolicy().decide(result.outcome, 1, None).kind == "retry"
+
+
+def test_a_conversation_the_time_limits_cannot_fit_ends_at_once_not_retried(settings_env, sim):
+    """Rule: a conversation cut by the time-limit cap is final: INFRA_ERROR at once naming the model and
+    the limit, never retried (a retry is cut at the same round and pays for the rounds before it again)."""
+    # The cap: a task may take at most 30 s; one call of this model may take 10 + 20 s, so no later round fits.
+    settings_env(AFP_TASK_HARD_TIME_LIMIT_S="30", AFP_VISIBILITY_TIMEOUT_S="60", AFP_LEASE_EXPIRY_S="90")
+    model, inputs, cell = _setup(sim.base_url, {}, timeout_s=20)
+    result, rounds, _, _ = converse(model, inputs, cell)
+    assert result.outcome == OutcomeClass.infra_error and result.text is None
+    assert "round 2 could exceed the task's hard time limit of 30 s" in result.error
+    assert [r["sent"] for r in rounds] == [True, False], "round 1 was paid for; round 2 never sent"
+    verdict = RetryPolicy(max_attempts=5).decide(result.outcome, 1, None, result.should_retry, result.final)
+    assert verdict.kind == "finish" and verdict.state == "INFRA_ERROR", "ended at attempt 1 of 5"
+    assert "not retried" in verdict.reason and "sim-1" in verdict.reason and "time limits" in verdict.reason
