@@ -20,8 +20,7 @@ def register(app: typer.Typer) -> None:
 
 def worker(
     queues: str = typer.Option("all", help="comma-separated queues to consume (default: every queue)"),
-    concurrency: int = typer.Option(8, help="provider calls in flight (a threads pool gets a fifth more threads "
-                                            "for the work between calls)"),
+    concurrency: int = typer.Option(8, help="pool size"),
     pool: str = typer.Option("threads", help="threads (I/O-bound provider calls) or prefork"),
     hostname: str | None = typer.Option(None, help="node name, e.g. w1@%h"),
     loglevel: str = typer.Option("INFO"),
@@ -50,11 +49,10 @@ def worker(
     unknown = [q for q in wanted if q not in QUEUES]
     if unknown:
         raise CommandError(f"unknown queue(s) {', '.join(unknown)}; known: {', '.join(QUEUES)}")
-    threads = pool_threads(concurrency) if pool == "threads" else concurrency
     argv = [
         "worker",
         f"--queues={','.join(wanted)}",
-        f"--concurrency={threads}",
+        f"--concurrency={concurrency}",
         f"--pool={pool}",
         f"--loglevel={loglevel}",
         "--without-gossip",
@@ -64,11 +62,7 @@ def worker(
     from afpbench.workers.store.db import dispose_engines, for_worker_process
 
     check_broker()
-    for_worker_process(threads)  # raises ServiceUnavailable / SchemaBehind: one line, exit 2
-    if pool == "threads":
-        from afpbench.workers.providers.transport import cap_calls
-
-        cap_calls(concurrency)  # the calls in flight stay at --concurrency; the extra threads keep them there
+    for_worker_process(concurrency)  # raises ServiceUnavailable / SchemaBehind: one line, exit 2
     if processes > 1:
         from afpbench.api.worker_group import node_names, run_group
 
@@ -83,14 +77,6 @@ def worker(
     if beat:
         argv.append("--beat")
     celery_app.worker_main(argv)
-
-
-def pool_threads(concurrency: int) -> int:
-    """The thread pool of a worker told to hold `concurrency` provider calls in flight: a fifth more (at
-    least 2). A pool thread also claims, records, acks and waits for its next message, so a pool of
-    exactly `concurrency` threads held 39-43 calls at concurrency 50 and 200 ms; the calls themselves
-    stay capped at `concurrency` (workers/providers/transport.py:cap_calls)."""
-    return concurrency + max(2, -(-concurrency // 5))
 
 
 def sim(

@@ -13,8 +13,6 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -27,27 +25,6 @@ from afpbench.workers.redact import decode_body
 MAX_BODY_BYTES = 16 * 1024 * 1024
 _CHUNK = 8192
 _local = threading.local()
-# The process's cap on provider calls in flight (None: no cap): `afpbench worker --concurrency C` runs a
-# few more pool threads than C, so a thread's bookkeeping between two calls (claim, record, ack, the next
-# message) overlaps the other threads' calls, and this cap keeps the calls themselves at C.
-_calls: threading.BoundedSemaphore | None = None
-
-
-def cap_calls(limit: int | None) -> None:
-    """At most `limit` provider calls in flight in this process from now on (None: no cap)."""
-    global _calls
-    _calls = threading.BoundedSemaphore(limit) if limit else None
-
-
-@contextmanager
-def call_slot() -> Iterator[None]:
-    """Held for one provider call: waits while the process's cap (cap_calls) is reached."""
-    gate = _calls
-    if gate is None:
-        yield
-        return
-    with gate:
-        yield
 
 
 @dataclass

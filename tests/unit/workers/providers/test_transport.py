@@ -83,38 +83,3 @@ def test_request_building_faults_keep_their_messages():
     assert outcome.fault == "invalid base_url: Failed to parse: Host 'not a url' contains invalid character ' '"
     assert outcome.fault_class is OutcomeClass.auth_error
     close_thread_sessions()
-
-
-def test_the_processes_cap_on_calls_in_flight_holds_and_can_be_lifted():
-    """Rule: `afpbench worker --concurrency C` runs more pool threads than C (api/cli_worker.py:pool_threads),
-    and the calls in flight stay at C (transport.cap_calls): never more, and C reached."""
-    import threading
-    import time
-
-    from afpbench.api.cli_worker import pool_threads
-    from afpbench.workers.providers.transport import call_slot, cap_calls
-
-    assert pool_threads(50) == 60 and pool_threads(4) == 6
-    lock, now, most = threading.Lock(), [0], [0]
-
-    def one_call() -> None:
-        with call_slot():
-            with lock:
-                now[0] += 1
-                most[0] = max(most[0], now[0])
-            time.sleep(0.05)
-            with lock:
-                now[0] -= 1
-
-    cap_calls(3)
-    try:
-        threads = [threading.Thread(target=one_call) for _ in range(pool_threads(3) * 2)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    finally:
-        cap_calls(None)
-    assert most[0] == 3
-    with call_slot():  # no cap: nothing to wait for
-        pass
