@@ -20,25 +20,18 @@ def validate(
 ) -> None:
     """Schema-check every fixture and run the validity gate against the default A-D texts."""
     from afpbench.fixtures.loader import load_fixtures
-    from afpbench.reference.loader import load_instructions, load_judge_prompt
-    from afpbench.scoring.render import render
-    from afpbench.scoring.validity import check_fixture
-    from afpbench.scoring.vocabulary import afp_terms
 
     fixtures = load_fixtures(directory)
-    instructions = load_instructions()
-    terms = afp_terms([instructions.text("C"), instructions.text("D")])
-    judge_prompt = load_judge_prompt()
+    gate = _default_gate()
     failed = 0
     for fx in fixtures:
-        prompts = {c: render(c, fx, instructions.text(c)) for c in ("A", "B", "C", "D")}
-        report = check_fixture(fx, prompts, terms, judge_prompt)
-        if report.passed:
+        report = gate(fx)
+        if report["passed"]:
             typer.echo(f"ok    {fx.key}  {fx.title}")
         else:
             failed += 1
-            for f in report.failures:
-                typer.echo(f"FAIL  {fx.key}  {f.check}: {f.detail}")
+            for f in report["failures"]:
+                typer.echo(f"FAIL  {fx.key}  {f['check']}: {f['detail']}")
     typer.echo(f"{len(fixtures)} fixtures, {failed} failing the validity gate")
     if failed:
         raise typer.Exit(1)
@@ -111,16 +104,12 @@ def _tool_calls(name: str) -> list[str]:
     return expressions
 
 
-def _gate(fx):
+def _default_gate():
+    """The validity gate a sweep runs (workers/sweeps/gate_run.py), with the packaged texts and prompt."""
     from afpbench.reference.loader import load_instructions, load_judge_prompt
-    from afpbench.scoring.render import render
-    from afpbench.scoring.validity import check_fixture
-    from afpbench.scoring.vocabulary import afp_terms
+    from afpbench.workers.sweeps.gate_run import fixture_gate
 
-    instructions = load_instructions()
-    terms = afp_terms([instructions.text("C"), instructions.text("D")])
-    prompts = {c: render(c, fx, instructions.text(c)) for c in ("A", "B", "C", "D")}
-    return check_fixture(fx, prompts, terms, load_judge_prompt())
+    return fixture_gate(load_instructions(), load_judge_prompt())
 
 
 @app.command()
@@ -149,9 +138,8 @@ def check(
     if expressions and fx.numeric is None:
         raise CommandError(f"--tool-calls {tool_calls}: {fx.key} is not a numeric fixture (no calculator offered)")
     result = check_answer(fx, text, expressions)
-    report = _gate(fx)
     record = result.as_record()
-    record["validity"] = {"passed": report.passed, "failures": [f.__dict__ for f in report.failures]}
+    record["validity"] = _default_gate()(fx)
     unavailable = None
     if judge:
         record["judgement"], unavailable = _judged(fx, result, record["validity"], judge, base_url, api_key_env)

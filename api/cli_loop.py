@@ -39,8 +39,10 @@ def _state(value: str | None) -> str | None:
 def _condition(value: str | None) -> str | None:
     if value is None:
         return None
-    if value.strip().upper() not in ("A", "B", "C", "D"):
-        raise CommandError(f"--condition: unknown condition {value!r}; known: A, B, C, D")
+    from afpbench.reference.protocol_facts import CONDITIONS
+
+    if value.strip().upper() not in CONDITIONS:
+        raise CommandError(f"--condition: unknown condition {value!r}; known: {', '.join(CONDITIONS)}")
     return value.strip().upper()
 
 

@@ -92,18 +92,18 @@ def decide(
 ) -> None:
     """Record a human decision on a GRADER_DISPUTE cell (any other cell only with --override and a
     reason); the cell's state follows it, earlier rows stay as history, the report lists it."""
-    from afpbench.fixtures.schema import DIMENSIONS
+    from afpbench.reference.protocol_facts import DIMENSIONS
     from afpbench.workers.errors import AdjudicationError
-    from afpbench.workers.grading.adjudication import decide as decide_cell
+    from afpbench.workers.grading.adjudication import record_human_decision
 
-    parsed = None
+    parsed: dict[str, int] | None = None
     if scores:
         parts = [p.strip() for p in scores.split(",")]
         if len(parts) != 4 or not all(p in ("0", "1", "2") for p in parts):
             raise CommandError(f"--scores {scores!r}: expected four values 0-2 for {', '.join(DIMENSIONS)}")
         parsed = dict(zip(DIMENSIONS, map(int, parts), strict=True))
     try:
-        out = decide_cell(cell, reviewer, state, note, parsed, fatal, override=override, reason=reason)
+        out = record_human_decision(cell, reviewer, state, note, parsed, fatal, override=override, reason=reason)
     except AdjudicationError as exc:
         raise CommandError(str(exc)) from None
     kind = "override" if out["override"] else "decision"

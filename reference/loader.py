@@ -20,8 +20,7 @@ import yaml
 from afpbench.reference.errors import AfpbenchError
 from afpbench.reference.files import InputFileError, read_input_text, text_problem
 from afpbench.reference.hashing import text_sha256
-
-CONDITIONS = ("A", "B", "C", "D")
+from afpbench.reference.protocol_facts import CONDITIONS
 
 
 class ReferenceFileError(AfpbenchError, ValueError):
@@ -83,7 +82,7 @@ def instructions_from_texts(
     """An instruction set from its four texts, by the rules of a directory: A may be absent or empty
     (condition A has no instruction by design), B-D must have text. `where(condition)` names the text
     in messages (`instructions.inline.B`, `<dir>/B.md`)."""
-    out = {}
+    out: dict[str, str] = {}
     for c in CONDITIONS:
         raw = texts.get(c)
         if raw is not None and (problem := text_problem(raw)):
@@ -109,7 +108,9 @@ def load_instructions(
     if directory is None:
         root = resources.files("afpbench.reference").joinpath("instructions")
         manifest = yaml.safe_load(root.joinpath("manifest.yaml").read_text(encoding="utf-8")) or {}
-        texts = {c: _normalise(root.joinpath(f"{c}.md").read_text(encoding="utf-8")) for c in CONDITIONS}
+        texts: dict[str, str] = {
+            c: _normalise(root.joinpath(f"{c}.md").read_text(encoding="utf-8")) for c in CONDITIONS
+        }
         return build_instruction_set("afpbench-default", str(manifest.get("version", "unversioned")), texts)
     path = Path(directory)
     where = label or str(directory)

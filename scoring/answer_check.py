@@ -17,10 +17,8 @@ from afpbench.fixtures.numeric_schema import NumericSpec
 from afpbench.fixtures.schema import Fixture
 from afpbench.scoring.assertions import AssertionOutcome, run_assertions
 from afpbench.scoring.calculator import CalculatorError, evaluate, shown_result
-from afpbench.scoring.evidence import provenance_for
+from afpbench.scoring.evidence import provenance_for, with_provenance_proposal
 from afpbench.scoring.numbers import figures_in
-
-PROVENANCE = "provenance"  # the source name of the ladder's proposal among the proposals
 
 
 def calculator_records(expressions: list[str], numeric: NumericSpec | None = None) -> list[dict[str, Any]]:
@@ -45,12 +43,9 @@ class AnswerCheck:
 
     @property
     def proposals(self) -> list[tuple[str, str]]:
-        """(source, criterion): assertion ids for prohibition hits, PROVENANCE for the ladder."""
-        found = list(self.outcome.proposed_fatal)
-        ladder = ((self.provenance or {}).get("fabrication") or {}).get("criterion")
-        if ladder:
-            found.append((PROVENANCE, ladder))
-        return found
+        """(source, criterion): assertion ids for prohibition hits, "provenance" for the ladder (as a sweep's
+        evidence names them: scoring/evidence.py:with_provenance_proposal)."""
+        return list(with_provenance_proposal(self.outcome, self.provenance).proposed_fatal)
 
     @property
     def proposed_fatal(self) -> str | None:

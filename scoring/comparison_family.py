@@ -15,7 +15,7 @@ from itertools import combinations
 from typing import NamedTuple
 
 from afpbench.reference.errors import AfpbenchError
-from afpbench.reference.loader import CONDITIONS
+from afpbench.reference.protocol_facts import CONDITIONS
 
 
 class ComparisonFamilyError(AfpbenchError, ValueError):

@@ -22,8 +22,9 @@ from afpbench.scoring.fabrication import fabrication_finding, untraceable_for_ju
 from afpbench.scoring.provenance import CalculatorCall, trace_provenance
 from afpbench.scoring.render import tools_for
 from afpbench.scoring.repetition import RepetitionLoop, repetition_loop
+from afpbench.scoring.rules import DisputeRule, PassRule
 from afpbench.scoring.validity import ValidityFailure, ValidityReport
-from afpbench.scoring.verdict import PROVENANCE_SOURCE, DisputeRule, PassRule, Verdict, decide
+from afpbench.scoring.verdict import PROVENANCE_SOURCE, Verdict, decide
 from afpbench.scoring.written_tool_call import WrittenToolCalls, written_tool_calls
 
 

@@ -31,7 +31,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from afpbench.fixtures.schema import DIMENSIONS, Fixture
+from afpbench.fixtures.schema import Fixture
+from afpbench.reference.protocol_facts import DIMENSIONS
 from afpbench.scoring.quotes import quote_in
 from afpbench.scoring.render import Message, render_user_message
 
@@ -93,7 +94,7 @@ def build_judge_messages(
 ) -> list[Message]:
     """[system = judge prompt, user = the materials]; swapped puts the response first and reverses the
     order of dimensions and fatal criteria (the blind order-swapped re-judge)."""
-    dimensions = list(DIMENSIONS)
+    dimensions: list[str] = list(DIMENSIONS)
     fatal = list(fixture.fatal_criteria)
     if swapped:
         dimensions.reverse()
@@ -188,7 +189,10 @@ def parse_judgement(raw_text: str, fatal_ids: list[str]) -> Judgement | Judgemen
     )
     if problem:
         return JudgementError(problem)
-    scores, rationales, flags, quotes = {}, {}, {}, {}
+    scores: dict[str, int] = {}
+    rationales: dict[str, str] = {}
+    flags: dict[str, bool] = {}
+    quotes: dict[str, str] = {}
     for dim in DIMENSIONS:
         entry = data["scores"][dim]
         problem = _exact_keys(entry, ["score", "rationale"], f"scores.{dim}")

@@ -14,7 +14,7 @@ from typing import Protocol
 
 from pydantic import Field
 
-from afpbench.fixtures.schema import DIMENSIONS
+from afpbench.reference.protocol_facts import DIMENSIONS
 from afpbench.scoring.rates import FAIL, Contract
 
 MEANS = (*DIMENSIONS, "total")  # the score columns averaged over scored cells

@@ -26,45 +26,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from statistics import median_low
 
-from afpbench.fixtures.schema import DIMENSIONS, FatalCriterionId
+from afpbench.fixtures.schema import FatalCriterionId
+from afpbench.reference.protocol_facts import DIMENSIONS
 from afpbench.scoring.assertions import AssertionOutcome
 from afpbench.scoring.judge import Judgement
+from afpbench.scoring.rules import DisputeRule, PassRule
 from afpbench.scoring.states import ResultState
 from afpbench.scoring.validity import ValidityReport
 
 EXECUTION_OUTCOMES = ("answered", "provider_block", "infra_error")
 PROVENANCE_SOURCE = "provenance"  # the ladder's fatal proposal in AssertionOutcome.proposed_fatal
 _FATAL_ORDER = [c.value for c in FatalCriterionId]
-
-
-@dataclass(frozen=True)
-class PassRule:
-    """Declared in the sweep spec before the run and sealed with it."""
-
-    no_fatal: bool = True
-    min_dimension: int = 1
-    min_total: int = 6
-
-    def __post_init__(self) -> None:
-        if not self.no_fatal:
-            raise ValueError("pass rule: no_fatal must be true (the protocol makes any fatal failure a fail)")
-        if not 0 <= self.min_dimension <= 2 or not 0 <= self.min_total <= 8:
-            raise ValueError(
-                f"pass rule out of range: min_dimension {self.min_dimension}, min_total {self.min_total}"
-            )
-
-    def passes(self, scores: dict[str, int], fatal: bool) -> bool:
-        if fatal:
-            return False
-        return min(scores.values()) >= self.min_dimension and sum(scores.values()) >= self.min_total
-
-
-@dataclass(frozen=True)
-class DisputeRule:
-    pass_fail_disagreement: bool = True
-    fatal_flag_disagreement: bool = True
-    deterministic_fatal_rejected: bool = True
-    dimension_gap: int = 2  # judges' scores on one dimension this far apart -> dispute
 
 
 @dataclass(frozen=True)
@@ -136,7 +108,7 @@ def _dispute_reasons(
 def _agreed(
     judgements: Sequence[Judgement], assertions: AssertionOutcome | None, pass_rule: PassRule
 ) -> Verdict:
-    combined = {d: median_low([j.scores[d] for j in judgements]) for d in DIMENSIONS}
+    combined: dict[str, int] = {d: median_low([j.scores[d] for j in judgements]) for d in DIMENSIONS}
     scores = _capped(combined, assertions)
     misses = assertions.invariant_misses if assertions else []
     notes = [f"{d} capped at 1 by invariant {aid}" for aid, d in misses]

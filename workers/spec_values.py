@@ -1,5 +1,5 @@
-"""The values a sweep spec may hold, beyond their types: counts that are not booleans, numbers that
-are finite, one-line names, text a database column and a JSON body keep faithfully, usable base URLs;
+"""The values a sweep spec may hold, beyond their types (counts and numbers that are not booleans:
+reference/values.py): one-line names, text a database column and a JSON body keep faithfully, usable base URLs;
 and the strict base of the spec's models (sweeps/spec.py, and the limits it declares: limits/base.py).
 
 Each refusal names the field and what is wrong, never the value (it may be a pasted key).
@@ -12,20 +12,12 @@ import re
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 Loc = tuple[str | int, ...]
 NUL = "\x00"
 _SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _no_bool(value: Any) -> Any:
-    # Lax pydantic reads `true` as 1: `repeats: true` would quietly mean one repeat, `burst: false` zero.
-    if isinstance(value, bool):
-        raise PydanticCustomError("bool_not_number", "expected a number, got the boolean {value}",
-                                  {"value": str(value).lower()})
-    return value
 
 
 def _one_line(value: str) -> str:
@@ -38,8 +30,6 @@ def _one_line(value: str) -> str:
     return value
 
 
-Count = Annotated[int, BeforeValidator(_no_bool)]
-Number = Annotated[float, BeforeValidator(_no_bool)]  # finite: the models set allow_inf_nan=False
 Line = Annotated[str, AfterValidator(_one_line)]
 
 

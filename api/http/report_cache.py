@@ -1,7 +1,7 @@
 """Sweep reports for the API and the viewer, rendered once per version of a sweep's stored summary.
 
 A finished sweep's report is its stored summary (the Aggregate row) rendered: it changes only when the
-summary is stored again, which a human decision does (workers/grading/adjudication.decide), or when new
+summary is stored again, which a human decision does (workers/grading/adjudication.record_human_decision), or when new
 results arrive, which a rescore does (it adds a scoring run without storing the summary). So a cached
 report is keyed by (sweep, seal hash, when the summary was stored — store_summary stamps
 Aggregate.finished_at each time —, the newest result of the sweep, format): a decision changes the stamp

@@ -46,7 +46,7 @@ def decide(cell_id: CellId, body: DecisionRequest) -> DecisionRecorded:
         if session.get(Cell, cell_id) is None:
             raise not_found(f"no cell with id {cell_id}")
     try:
-        out = adjudication.decide(
+        out = adjudication.record_human_decision(
             cell_id, body.reviewer, body.state.value, body.note, scores=body.scores,
             fatal_criterion=body.fatal_criterion.value if body.fatal_criterion else None,
             override=body.override, reason=body.reason,

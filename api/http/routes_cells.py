@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from fastapi import APIRouter, Query
 from sqlalchemy import func
@@ -10,6 +10,7 @@ from sqlmodel import col, select
 
 from afpbench.api.http.deps import Authorized, CellId, Limit, Offset, not_found
 from afpbench.api.http.schemas import CellPage, CellSummary, RunRecord
+from afpbench.reference.protocol_facts import Condition
 from afpbench.scoring.states import ResultState
 from afpbench.workers.results.listing import CellFilter
 from afpbench.workers.results.records import run_record
@@ -34,7 +35,7 @@ def list_cells(
     sweep_id: str,
     state: Annotated[ResultState | None, Query(description="result state")] = None,
     phase: Annotated[Phase | None, Query(description="pipeline phase")] = None,
-    condition: Annotated[Literal["A", "B", "C", "D"] | None, Query()] = None,
+    condition: Annotated[Condition | None, Query()] = None,
     fixture: Annotated[str | None, Query(max_length=80, description="fixture id, or id@version")] = None,
     model: Annotated[str | None, Query(max_length=200, description="model label or model hash")] = None,
     limit: Limit = 100,

@@ -9,7 +9,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from afpbench.fixtures.schema import DIMENSIONS, FatalCriterionId
+from afpbench.fixtures.schema import FatalCriterionId
+from afpbench.reference.protocol_facts import DIMENSIONS
 from afpbench.scoring.states import ResultState
 from afpbench.workers.results.record_model import RunRecord as RunRecord  # the body of GET /cells/{cell_id}
 from afpbench.workers.results.summary import SweepSummary as SweepAggregate

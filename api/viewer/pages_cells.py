@@ -1,5 +1,5 @@
 """Viewer pages of cells: one fixture's four conditions side by side, one cell's full run record, and
-the human decision on a disputed cell (through workers/grading/adjudication.decide)."""
+the human decision on a disputed cell (through workers/grading/adjudication.record_human_decision)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from afpbench.api.viewer.chrome import csrf_field, logout_form
 from afpbench.api.viewer.highlight import mark_quotes
 from afpbench.api.viewer.pages_sweeps import sweep_or_404
 from afpbench.api.viewer.routing import ViewerRoute
-from afpbench.fixtures.schema import DIMENSIONS, FatalCriterionId
+from afpbench.fixtures.schema import FatalCriterionId
+from afpbench.reference.protocol_facts import CONDITIONS, DIMENSIONS
 from afpbench.scoring.states import ResultState
 from afpbench.workers.grading import adjudication
 from afpbench.workers.results.records import run_record
@@ -27,7 +28,6 @@ from afpbench.workers.store.models import Cell, saved_id
 
 router = APIRouter(route_class=ViewerRoute, dependencies=Viewer)
 CellId = Annotated[int, Path(ge=1, le=DB_INT_MAX)]
-CONDITIONS = ("A", "B", "C", "D")
 
 
 def _choice_links(label: str, options: list[tuple[str, str]], chosen: str, make) -> str:
@@ -169,7 +169,7 @@ def decide(request: Request, cell_id: CellId, form: Form):
             raise PageError(404, f"no cell with id {cell_id}")
     fields = _decision_fields(form)
     try:
-        adjudication.decide(cell_id, **fields)
+        adjudication.record_human_decision(cell_id, **fields)
     except adjudication.AdjudicationError as exc:
         raise PageError(422, f"decision refused: {exc}") from None
     return RedirectResponse(v.url(f"/cells/{cell_id}") + "#history-section", status_code=303)

@@ -21,6 +21,7 @@ from afpbench.api.viewer.chrome import logout_form
 from afpbench.api.viewer.forest import forest_plot
 from afpbench.api.viewer.result_tables import results_table
 from afpbench.api.viewer.routing import ViewerRoute
+from afpbench.reference.protocol_facts import CONDITIONS
 from afpbench.workers import runs
 from afpbench.workers.results import tables
 from afpbench.workers.results.spend import spend_lines
@@ -32,7 +33,6 @@ from afpbench.workers.store.models import Cell, Phase, Sweep, saved_id
 
 router = APIRouter(route_class=ViewerRoute, dependencies=Viewer)
 CELL_ROWS = 500
-CONDITIONS = ("A", "B", "C", "D")
 REPORT_CSP = "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'"
 StateFilter = Literal["MODEL_PASS", "MODEL_FAIL", "PROVIDER_BLOCK", "INFRA_ERROR", "INVALID_TEST",
                       "GRADER_DISPUTE", "UNFINISHED"]

@@ -7,7 +7,7 @@ from typing import Any
 
 from afpbench.api.viewer import html as v
 from afpbench.api.viewer.highlight import mark_quotes
-from afpbench.fixtures.schema import DIMENSIONS
+from afpbench.reference.protocol_facts import DIMENSIONS
 from afpbench.scoring.written_tool_call import WrittenToolCalls
 from afpbench.workers.results.record_model import AttemptEntry, JudgementEntry, RunRecord
 

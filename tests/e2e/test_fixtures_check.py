@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from afpbench.fixtures.schema import DIMENSIONS
+from afpbench.reference.protocol_facts import DIMENSIONS
 from tests.conftest import REPO
 from tests.e2e.test_cli_errors import afpbench
 from tests.e2e.test_scoring_pipeline import judge_server

@@ -17,8 +17,8 @@ from afpbench.fixtures.loader import load_fixture
 from afpbench.reference.loader import load_instructions
 from afpbench.scoring.evidence import decide_without_judges, gather_evidence
 from afpbench.scoring.render import render
+from afpbench.scoring.rules import DisputeRule, PassRule
 from afpbench.scoring.validity import ValidityReport
-from afpbench.scoring.verdict import DisputeRule, PassRule
 from afpbench.scoring.written_tool_call import written_tool_calls
 from afpbench.workers.providers.families import adapter_for
 from afpbench.workers.providers.types import ChatRequest, OutcomeClass

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 
 from afpbench.fixtures.schema import Fixture
+from afpbench.reference.protocol_facts import CONDITIONS
 from afpbench.scoring.render import RenderedPrompt, render
 
 BASE_FIXTURE: dict = {
@@ -162,4 +163,4 @@ def make_numeric_fixture(**overrides) -> Fixture:
 
 def render_all(fixture: Fixture, texts: dict[str, str] | None = None) -> dict[str, RenderedPrompt]:
     texts = texts or SIMULATED_INSTRUCTIONS
-    return {c: render(c, fixture, texts[c]) for c in ("A", "B", "C", "D")}
+    return {c: render(c, fixture, texts[c]) for c in CONDITIONS}

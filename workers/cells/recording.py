@@ -28,7 +28,7 @@ from afpbench.workers.cells.claim import (
 )
 from afpbench.workers.cells.completion import any_open
 from afpbench.workers.cells.decisions import ExecutionDecision, Finished, RetryLater, ScoreNext
-from afpbench.workers.cells.retry import RetryPolicy, Verdict
+from afpbench.workers.cells.retry import RetryDecision, RetryPolicy
 from afpbench.workers.grading.scorer import done_values, evidence_for, result_values
 from afpbench.workers.providers.types import AdapterResult
 from afpbench.workers.redact import mask_secrets
@@ -105,7 +105,7 @@ def _storage_failure(exc: Exception) -> str:
 
 
 def _commit(
-    cell: CellRow, claimed: Claimed, inputs: SweepInputs, validity: dict, attempt_values: dict, verdict: Verdict,
+    cell: CellRow, claimed: Claimed, inputs: SweepInputs, validity: dict, attempt_values: dict, verdict: RetryDecision,
     now: datetime,
 ) -> ExecutionDecision:
     cell_values: dict = {"lease_owner": None, "lease_until": None, "updated_at": now}

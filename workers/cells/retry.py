@@ -37,7 +37,7 @@ _INFRA = ResultState.INFRA_ERROR.value
 
 
 @dataclass(frozen=True)
-class Verdict:
+class RetryDecision:
     kind: Literal["score", "retry", "finish", "stop_model"]
     delay_s: float = 0.0
     state: str | None = None
@@ -57,29 +57,30 @@ class RetryPolicy:
     def decide(
         self, outcome: str, attempt: int, retry_after_s: float | None = None, should_retry: bool | None = None,
         final: str | None = None,
-    ) -> Verdict:
+    ) -> RetryDecision:
         """`outcome`: an OutcomeClass value or an attempt outcome of cells/claim.py; `attempt`: the number
         just made (the cell's attempt count under the claim's fence); `final`: why a retry cannot help
         (AdapterResult.final), which ends a retryable outcome at once."""
         if outcome in _SCORED:
-            return Verdict("score")
+            return RetryDecision("score")
         if outcome == OutcomeClass.provider_block:
-            return Verdict("finish", state=ResultState.PROVIDER_BLOCK.value, reason="provider blocked the request")
+            return RetryDecision("finish", state=ResultState.PROVIDER_BLOCK.value,
+                                 reason="provider blocked the request")
         if outcome == OutcomeClass.quota_exhausted:
-            return Verdict("stop_model", state=_INFRA, reason="quota exhausted")
+            return RetryDecision("stop_model", state=_INFRA, reason="quota exhausted")
         if outcome == OutcomeClass.context_too_long:
-            return Verdict("finish", state=_INFRA, reason="context too long")
+            return RetryDecision("finish", state=_INFRA, reason="context too long")
         if outcome in _STOPS_MODEL and should_retry is not True:
-            return Verdict("stop_model", state=_INFRA, reason=str(outcome))
+            return RetryDecision("stop_model", state=_INFRA, reason=str(outcome))
         # Retryable from here: rate limits, overload, infra and storage errors, anything unknown, and
         # what the provider asked us to retry.
         if should_retry is False:
-            return Verdict("finish", state=_INFRA, reason=f"{outcome}: the provider advised not to retry")
+            return RetryDecision("finish", state=_INFRA, reason=f"{outcome}: the provider advised not to retry")
         if final:
-            return Verdict("finish", state=_INFRA, reason=f"{outcome}, not retried: {final}")
+            return RetryDecision("finish", state=_INFRA, reason=f"{outcome}, not retried: {final}")
         if attempt >= self.max_attempts:
-            return Verdict("finish", state=_INFRA, reason=f"{outcome} after {attempt} attempts")
+            return RetryDecision("finish", state=_INFRA, reason=f"{outcome} after {attempt} attempts")
         if outcome in _WAIT_OUT:
             delay = retry_after_s if retry_after_s is not None else self.backoff(attempt)
-            return Verdict("retry", delay_s=delay + random.random() * 0.5, reason=str(outcome))
-        return Verdict("retry", delay_s=self.backoff(attempt), reason=str(outcome))
+            return RetryDecision("retry", delay_s=delay + random.random() * 0.5, reason=str(outcome))
+        return RetryDecision("retry", delay_s=self.backoff(attempt), reason=str(outcome))

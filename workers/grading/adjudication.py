@@ -16,7 +16,7 @@ from sqlmodel import col, select
 
 from afpbench.scoring.evidence import answer_record
 from afpbench.scoring.states import ResultState
-from afpbench.scoring.verdict import HumanDecision, PassRule, apply_human_decision
+from afpbench.scoring.verdict import HumanDecision, apply_human_decision
 from afpbench.workers.errors import AdjudicationError
 from afpbench.workers.grading.scorer import next_scoring_run, score_answer, write_result
 from afpbench.workers.results.aggregation import store_summary
@@ -51,7 +51,7 @@ def list_disputes(sweep_id: str | None = None) -> list[dict]:
         ]
 
 
-def decide(
+def record_human_decision(
     cell_id: int,
     reviewer: str,
     state: str,
@@ -89,7 +89,7 @@ def decide(
                 "and needs --override with --reason (HTTP: override: true and reason)"
             )
         sweep = session.get(Sweep, cell.sweep_id)
-        pass_rule = PassRule(**inputs_for_sweep(session, sweep).spec.pass_rule.model_dump())
+        pass_rule = inputs_for_sweep(session, sweep).spec.pass_rule
         try:
             verdict = apply_human_decision(
                 HumanDecision(reviewer, result_state, note, scores, fatal_criterion), pass_rule

@@ -13,12 +13,13 @@ from typing import Any
 
 from afpbench.fixtures.schema import Fixture
 from afpbench.scoring.evidence import gather_evidence
-from afpbench.scoring.verdict import DisputeRule, PassRule, Verdict
+from afpbench.scoring.rules import DisputeRule, PassRule
+from afpbench.scoring.verdict import Verdict
 from afpbench.workers.errors import JudgeUnavailable
 from afpbench.workers.grading.judges import JudgeCall, judge_call
 from afpbench.workers.grading.judging import JudgeTry, JudgingInputs, judged_verdict, unjudged
 from afpbench.workers.providers.types import ResponseSchema
-from afpbench.workers.sweeps.spec import DisputeRuleSpec, ModelSpec
+from afpbench.workers.sweeps.spec import ModelSpec
 
 
 @dataclass
@@ -56,7 +57,7 @@ def judge_answer(
     evidence = gather_evidence(fixture, {fixture.id: validity}, PassRule(), DisputeRule(), None, answer,
                                calculator_records, False)
     seat = ReportSeat(fixture.key)
-    job = JudgingInputs(fixture, judges, judge_prompt, DisputeRuleSpec().max_parse_retries)
+    job = JudgingInputs(fixture, judges, judge_prompt)
     try:
         return AnswerJudged(judged_verdict(seat, job, evidence), seat.tries, None)
     except JudgeUnavailable as exc:

@@ -12,11 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from afpbench.fixtures.loader import load_fixtures
-from afpbench.fixtures.schema import DIMENSIONS
 from afpbench.reference.loader import load_judge_prompt
+from afpbench.reference.protocol_facts import DIMENSIONS
 from afpbench.scoring.agreement import cohens_kappa
 from afpbench.scoring.judge import Judgement, build_judge_messages, read_judgement
-from afpbench.scoring.verdict import PassRule
+from afpbench.scoring.rules import PassRule
 from afpbench.workers.grading.judges import call_judge, judgement_response
 from afpbench.workers.sim.canned import load_canned
 from afpbench.workers.sweeps.endpoints import preflight_model
@@ -94,7 +94,7 @@ def calibrate(
                 }
             )
     scored = [r for r in rows if "judge" in r]
-    exact = {
+    exact: dict[str, float] = {
         d: (sum(r["gold"][d] == r["judge"][d] for r in scored) / len(scored)) if scored else 0.0
         for d in DIMENSIONS
     }

@@ -59,12 +59,11 @@ class JudgeSeat(Protocol):
 
 @dataclass(frozen=True)
 class JudgingInputs:
-    """What the judges are shown and how often an unusable reply is asked again."""
+    """The fixture, the judges and their prompt (what they are shown besides the answer: `Evidence`)."""
 
     fixture: Fixture
     judges: list[ModelSpec]
     judge_prompt: str
-    max_parse_retries: int
 
 
 def _ask(judge: ModelSpec, seat: JudgeSeat, job: JudgingInputs, evidence: Evidence, judge_round: int,
@@ -72,7 +71,7 @@ def _ask(judge: ModelSpec, seat: JudgeSeat, job: JudgingInputs, evidence: Eviden
     """One judge, with bounded retries: its usable judgement, or why the last reply was unusable."""
     parsed: Judgement | JudgementError | None = None
     sent, change = messages, None  # a retry after an unusable reply feeds its reason back
-    for number in range(1, job.max_parse_retries + 2):
+    for number in range(1, evidence.dispute_rule.max_parse_retries + 2):
         call = seat.call(judge, sent, wanted, judge_round)
         if call.error is not None or call.text is None:
             seat.keep(JudgeTry(judge, judge_round, call, None, f"{CALL_FAILED}: {call.error}", change))
@@ -85,7 +84,7 @@ def _ask(judge: ModelSpec, seat: JudgeSeat, job: JudgingInputs, evidence: Eviden
         seat.keep(JudgeTry(judge, judge_round, call, None, parsed.reason, change))
         sent, change = retry_messages(messages, parsed, number + 1)
     if parsed is None:
-        tries = job.max_parse_retries + 1
+        tries = evidence.dispute_rule.max_parse_retries + 1
         raise JudgeUnavailable(f"judge {judge.display}: no reply to any of its {tries} call(s) in round {judge_round}")
     return parsed
 

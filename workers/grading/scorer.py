@@ -17,7 +17,7 @@ from sqlalchemy import ColumnElement, func, or_, update
 from sqlmodel import Session, col, select
 
 from afpbench.scoring.evidence import Evidence, gather_evidence
-from afpbench.scoring.verdict import DisputeRule, PassRule, Verdict
+from afpbench.scoring.verdict import Verdict
 from afpbench.workers.errors import JudgeUnavailable, RecordNotFound
 from afpbench.workers.grading.judges import JudgeSlotWait
 from afpbench.workers.grading.judging import JUDGE_UNAVAILABLE, JudgingInputs, judged_verdict, unjudged
@@ -26,8 +26,17 @@ from afpbench.workers.providers.types import OutcomeClass
 from afpbench.workers.settings import get_settings
 from afpbench.workers.store.db import session_scope
 from afpbench.workers.store.lease import hold_scoring
-from afpbench.workers.store.models import SLOT_WAIT, Attempt, Cell, Phase, Result, Sweep, SweepStatus, utcnow
-from afpbench.workers.store.models import Judgement as JudgementRow
+from afpbench.workers.store.models import (
+    SLOT_WAIT,
+    Attempt,
+    Cell,
+    JudgementRow,
+    Phase,
+    Result,
+    Sweep,
+    SweepStatus,
+    utcnow,
+)
 from afpbench.workers.sweeps.inputs import SweepInputs, inputs_for, validity_for
 from afpbench.workers.sweeps.seal import afpbench_version
 from afpbench.workers.sweeps.spec import ModelSpec
@@ -186,8 +195,7 @@ def evidence_for(
 ) -> Evidence:
     """The sweep's sealed rules and the fixture, fed to the pure evidence gathering."""
     return gather_evidence(
-        inputs.fixtures[fixture_id], reports, PassRule(**inputs.spec.pass_rule.model_dump()),
-        DisputeRule(**inputs.spec.dispute_rule.model_dump(exclude={"max_parse_retries"})),
+        inputs.fixtures[fixture_id], reports, inputs.spec.pass_rule, inputs.spec.dispute_rule,
         attempt_id, output_text, tool_calls, outcome == OutcomeClass.truncated.value,
     )
 
@@ -208,8 +216,7 @@ def score_answer(
     run = next_scoring_run(session, cell_id)
     ev = evidence_for(inputs, validity_for(session, cell.sweep_id), cell.fixture_id, attempt.id,
                       attempt.output_text, attempt.tool_calls, attempt.outcome)
-    job = JudgingInputs(inputs.fixtures[cell.fixture_id], judges, inputs.judge_prompt,
-                        inputs.spec.dispute_rule.max_parse_retries)
+    job = JudgingInputs(inputs.fixtures[cell.fixture_id], judges, inputs.judge_prompt)
     verdict = judged_verdict(SweepSeat(session, cell, inputs, run), job, ev)
     return verdict, ev.details(verdict, [j.display for j in judges]), run
 

@@ -12,8 +12,7 @@ from afpbench.workers.grading.judges import JudgeCall, judge_call
 from afpbench.workers.grading.judging import JudgeTry
 from afpbench.workers.providers.types import ResponseSchema
 from afpbench.workers.store.lossless import storable_text
-from afpbench.workers.store.models import Cell, saved_id
-from afpbench.workers.store.models import Judgement as JudgementRow
+from afpbench.workers.store.models import Cell, JudgementRow, saved_id
 from afpbench.workers.sweeps.inputs import SweepInputs
 from afpbench.workers.sweeps.pools import pool_limits
 from afpbench.workers.sweeps.progress import is_cancelled

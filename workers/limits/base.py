@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 from pydantic import Field
 
-from afpbench.workers.spec_values import Count, Number, StrictModel
+from afpbench.reference.values import Count, Number
+from afpbench.workers.spec_values import StrictModel
 
 
 # The limits a pool's calls obey, as a spec declares them for a model (sweeps/spec.py) and as a sweep

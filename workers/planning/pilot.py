@@ -9,7 +9,7 @@ from sqlmodel import Session, col, select
 from afpbench.workers.errors import SweepNotFound
 from afpbench.workers.planning.cost import Observed
 from afpbench.workers.store.db import session_scope
-from afpbench.workers.store.models import Attempt, Cell, Judgement, Sweep
+from afpbench.workers.store.models import Attempt, Cell, JudgementRow, Sweep
 
 
 def measured(pilot: str | None) -> Observed | None:
@@ -40,10 +40,11 @@ def observed(session: Session, sweep_id: str) -> Observed:
         per_label.setdefault(label, []).append(max(1, len(attempt_rounds or [])))
     for label, counts in per_label.items():
         rpc[label] = rpc.get(label, 1.0) * sum(counts) / len(counts)
-    judged = (select(Judgement.judge_label, Judgement.judge_round, func.count(), func.avg(Judgement.output_tokens))
-              .join(Cell, col(Cell.id) == Judgement.cell_id)
-              .where(Cell.sweep_id == sweep_id, col(Judgement.judge_round).in_([1, 2]))
-              .group_by(col(Judgement.judge_label), col(Judgement.judge_round)))
+    judged = (select(JudgementRow.judge_label, JudgementRow.judge_round, func.count(),
+                     func.avg(JudgementRow.output_tokens))
+              .join(Cell, col(Cell.id) == JudgementRow.cell_id)
+              .where(Cell.sweep_id == sweep_id, col(JudgementRow.judge_round).in_([1, 2]))
+              .group_by(col(JudgementRow.judge_label), col(JudgementRow.judge_round)))
     by_round: dict[str, dict[int, int]] = {}
     for label, judge_round, n, mean in session.exec(judged).all():
         by_round.setdefault(label, {})[judge_round] = n

@@ -17,6 +17,7 @@ from sqlalchemy import cast as sql_cast
 from sqlalchemy.orm import QueryableAttribute, defer
 from sqlmodel import Session, col
 
+from afpbench.reference.protocol_facts import HIGH_RISK_MIN_REPEATS
 from afpbench.scoring.balance import exclusion_balance
 from afpbench.scoring.measures import score_summary
 from afpbench.scoring.rates import (
@@ -53,7 +54,6 @@ from afpbench.workers.results.written_calls import written_tool_call_cells
 from afpbench.workers.store.db import JsonText, session_scope
 from afpbench.workers.store.models import Aggregate, Sweep, SweepStatus, utcnow
 from afpbench.workers.sweeps.coordinator import PLAN
-from afpbench.workers.sweeps.spec import HIGH_RISK_MIN_REPEATS
 from afpbench.workers.sweeps.spec_loading import parse_spec
 
 Stored = TypeVar("Stored", bound=Contract)

@@ -21,6 +21,7 @@ from typing import Any
 from sqlalchemy import case, func, select
 from sqlmodel import Session, col
 
+from afpbench.reference.protocol_facts import HIGH_RISK_MIN_REPEATS
 from afpbench.scoring.clustered import ClusterTable
 from afpbench.scoring.comparison_family import ConditionPair
 from afpbench.scoring.comparisons import FixturePairUnit, adjust_family, compare_pair, fixture_tables
@@ -35,7 +36,6 @@ from afpbench.workers.results.summary import (
     UnpairedComparison,
 )
 from afpbench.workers.store.models import Cell, Phase
-from afpbench.workers.sweeps.spec import HIGH_RISK_MIN_REPEATS
 
 PENDING_READING = pending_reading(HIGH_RISK_MIN_REPEATS)
 DEFAULT_DETECT, DEFAULT_POWER, DEFAULT_ALPHA = 0.10, 0.8, 0.05

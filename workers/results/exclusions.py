@@ -25,7 +25,7 @@ from sqlmodel import col, select
 
 from afpbench.scoring.states import ResultState
 from afpbench.workers.store.db import session_scope
-from afpbench.workers.store.models import CALL_FAILED, Cell, Judgement
+from afpbench.workers.store.models import CALL_FAILED, Cell, JudgementRow
 
 _MAX_GROUPS = 4  # the line names the largest groups; the rest are counted
 
@@ -70,11 +70,11 @@ def configuration_exclusions(sweep_id: str) -> Exclusions:
         ).all()
         unjudged = session.exec(
             select(Cell.model_label, func.count(func.distinct(Cell.id)))
-            .join(Judgement, col(Judgement.cell_id) == Cell.id)
+            .join(JudgementRow, col(JudgementRow.cell_id) == Cell.id)
             .where(
                 Cell.sweep_id == sweep_id,
                 Cell.state == ResultState.GRADER_DISPUTE.value,
-                col(Judgement.parse_error).startswith(CALL_FAILED),
+                col(JudgementRow.parse_error).startswith(CALL_FAILED),
             )
             .group_by(Cell.model_label)
         ).all()

@@ -24,8 +24,8 @@ from sqlalchemy import and_, select
 from sqlmodel import Session, col
 
 from afpbench.fixtures.loader import FixtureFile
-from afpbench.fixtures.schema import DIMENSIONS
 from afpbench.reference.loader import protocol
+from afpbench.reference.protocol_facts import DIMENSIONS
 from afpbench.scoring.rates import EXCLUDED
 from afpbench.workers.errors import ExportError, SweepNotFound
 from afpbench.workers.redact import mask_known

@@ -15,7 +15,7 @@ from sqlalchemy import select as sa_select  # more than four columns: sqlmodel's
 from sqlalchemy.orm import aliased
 from sqlmodel import Session, col, select
 
-from afpbench.fixtures.schema import DIMENSIONS
+from afpbench.reference.protocol_facts import DIMENSIONS
 from afpbench.workers.errors import SpecError, SweepNotFound, UnknownFilterValue
 from afpbench.workers.store.models import Cell, Phase, Result, Sweep, as_utc
 from afpbench.workers.sweeps.spec_loading import parse_spec

@@ -16,7 +16,7 @@ from datetime import datetime
 
 from sqlmodel import Session, col, select
 
-from afpbench.fixtures.schema import DIMENSIONS
+from afpbench.reference.protocol_facts import DIMENSIONS
 from afpbench.workers.errors import RecordNotFound, SpecError
 from afpbench.workers.redact import mask_known
 from afpbench.workers.results.record_model import (
@@ -40,7 +40,7 @@ from afpbench.workers.store.models import (
     Adjudication,
     Attempt,
     Cell,
-    Judgement,
+    JudgementRow,
     Rerun,
     Result,
     Sweep,
@@ -51,7 +51,7 @@ from afpbench.workers.sweeps.spec_loading import parse_spec
 
 __all__ = ["RunRecord", "known_secret_values", "records_jsonl", "run_record"]
 
-History = tuple[list[Attempt], list[Result], list[Judgement], list[Adjudication]]
+History = tuple[list[Attempt], list[Result], list[JudgementRow], list[Adjudication]]
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -93,7 +93,7 @@ def _result(r: Result, superseded: str | None = None) -> ResultEntry:
     )
 
 
-def _judgement(j: Judgement) -> JudgementEntry:
+def _judgement(j: JudgementRow) -> JudgementEntry:
     return JudgementEntry(
         scoring_run=j.scoring_run, judge=j.judge_label, round=j.judge_round,
         order="swapped (blind re-judge)" if j.judge_round == 2 else "original",
@@ -156,7 +156,8 @@ def _history(session: Session, cell_ids: list[int]) -> dict[int, History]:
     for r in session.exec(select(Result).where(col(Result.cell_id).in_(cell_ids))
                           .order_by(col(Result.scoring_run), col(Result.id))):
         out[r.cell_id][1].append(r)
-    for j in session.exec(select(Judgement).where(col(Judgement.cell_id).in_(cell_ids)).order_by(col(Judgement.id))):
+    rows = select(JudgementRow).where(col(JudgementRow.cell_id).in_(cell_ids)).order_by(col(JudgementRow.id))
+    for j in session.exec(rows):
         out[j.cell_id][2].append(j)
     for d in session.exec(select(Adjudication).where(col(Adjudication.cell_id).in_(cell_ids))
                           .order_by(col(Adjudication.id))):
@@ -165,7 +166,7 @@ def _history(session: Session, cell_ids: list[int]) -> dict[int, History]:
 
 
 def _record(sweep: Sweep, model_names: dict[str, str], cell: Cell, attempts: list[Attempt], results: list[Result],
-            judgements: list[Judgement], adjudications: list[Adjudication],
+            judgements: list[JudgementRow], adjudications: list[Adjudication],
             judge_prompt_file: str | None = None, reruns: dict[int, str] | None = None) -> RunRecord:
     latest = results[-1] if results else None
     # A rerun reopened the cell: its attempts up to attempt_base and results below result_base are superseded.

@@ -13,7 +13,7 @@ from afpbench.scoring.measures import COST_RULE, MEANS, ScoredGroup, Sum, TokenC
 from afpbench.scoring.rates import SCORED, StateCounts, StateRow
 from afpbench.workers.providers.families import adapter_for
 from afpbench.workers.results.summary import Cost, CostRow
-from afpbench.workers.store.models import Attempt, Cell, Judgement, Phase, Result
+from afpbench.workers.store.models import Attempt, Cell, JudgementRow, Phase, Result
 from afpbench.workers.sweeps.spec import ModelSpec
 
 
@@ -88,11 +88,11 @@ def sweep_cost(session: Session, sweep_id: str, models: dict[str, ModelSpec], la
         rows.append(_cost_row(labels.get(r.model_hash, r.model_hash), r.model_hash, r.attempts, tokens,
                               models.get(r.model_hash)))
     by_label = {j.display: j for j in judges or []}
-    jq = (select(col(Judgement.judge_label), func.count(col(Judgement.id)).label("calls"),
-                 func.coalesce(func.sum(Judgement.input_tokens), 0).label("input"),
-                 func.coalesce(func.sum(Judgement.output_tokens), 0).label("output"))
-          .join(Cell, col(Cell.id) == Judgement.cell_id)
-          .where(col(Cell.sweep_id) == sweep_id, col(Judgement.judge_round) > 0).group_by(Judgement.judge_label))
+    jq = (select(col(JudgementRow.judge_label), func.count(col(JudgementRow.id)).label("calls"),
+                 func.coalesce(func.sum(JudgementRow.input_tokens), 0).label("input"),
+                 func.coalesce(func.sum(JudgementRow.output_tokens), 0).label("output"))
+          .join(Cell, col(Cell.id) == JudgementRow.cell_id)
+          .where(col(Cell.sweep_id) == sweep_id, col(JudgementRow.judge_round) > 0).group_by(JudgementRow.judge_label))
     judge_rows = []
     for r in session.execute(jq).all():
         judge = by_label.get(r.judge_label)

@@ -18,7 +18,8 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from afpbench.fixtures.schema import DIMENSIONS, FatalCriterionId
+from afpbench.fixtures.schema import FatalCriterionId
+from afpbench.reference.protocol_facts import DIMENSIONS
 from afpbench.reference.validation_errors import describe
 from afpbench.workers.errors import CannedFileError
 

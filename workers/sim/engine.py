@@ -20,7 +20,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from afpbench.fixtures.schema import DIMENSIONS, FatalCriterionId
+from afpbench.fixtures.schema import FatalCriterionId
+from afpbench.reference.protocol_facts import DIMENSIONS
 from afpbench.workers.sim.canned import FALLBACK_TEXT, PLAIN_TEXT, STYLES, CannedResponse
 from afpbench.workers.store.models import cell_place
 

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from afpbench.fixtures.schema import DIMENSIONS as RUBRIC
+from afpbench.reference.protocol_facts import DIMENSIONS as RUBRIC
 from afpbench.scoring.length_bias import JudgedAnswer
-from afpbench.scoring.verdict import PassRule
+from afpbench.scoring.rules import PassRule
 
 DIMENSIONS = len(RUBRIC)
 RULE = PassRule()  # the default pass rule; the simulated judges flag no fatal criterion

@@ -187,7 +187,7 @@ class Attempt(SQLModel, table=True):
 NOT_RUN_REASON = "not run: budget reached"
 
 
-# How a Judgement row's parse_error begins when its call got no answer (written by grading/judges.py,
+# How a JudgementRow's parse_error begins when its call got no answer (written by grading/judging.py,
 # counted by results/exclusions.py): a stored string, so its one home is beside the row.
 CALL_FAILED = "judge call failed"
 # How an open cell's state_reason begins while its scoring waits for its pool's slot (written by
@@ -195,7 +195,12 @@ CALL_FAILED = "judge call failed"
 SLOT_WAIT = "waiting for its pool's slot"
 
 
-class Judgement(SQLModel, table=True):
+class JudgementRow(SQLModel, table=True):
+    """One try of one judge on one cell, as stored (table `judgement`); the parsed judgement itself is
+    scoring/judge.py:Judgement."""
+
+    __tablename__ = "judgement"
+
     id: int | None = Field(default=None, primary_key=True)
     cell_id: int = Field(foreign_key="cell.id", index=True)
     scoring_run: int

@@ -25,7 +25,8 @@ from afpbench.fixtures.schema import Fixture
 from afpbench.fixtures.spool import ParsedForms, subset
 from afpbench.reference.hashing import json_sha256
 from afpbench.reference.loader import InstructionSet
-from afpbench.scoring.render import render
+from afpbench.reference.protocol_facts import CONDITIONS
+from afpbench.scoring.render import RenderedPrompt, render
 from afpbench.scoring.validity import check_fixture
 from afpbench.scoring.vocabulary import afp_terms
 from afpbench.workers.sweeps.fixture_map import CAPACITY, FixtureFacts, facts_of
@@ -45,7 +46,7 @@ def fixture_gate(instructions: InstructionSet, judge_prompt: str) -> Gate:
     terms = afp_terms([instructions.text("C"), instructions.text("D")])
 
     def gate(fx: Fixture) -> Report:
-        prompts = {c: render(c, fx, instructions.text(c)) for c in ("A", "B", "C", "D")}
+        prompts: dict[str, RenderedPrompt] = {c: render(c, fx, instructions.text(c)) for c in CONDITIONS}
         report = check_fixture(fx, prompts, terms, judge_prompt)
         return {"passed": report.passed, "failures": [{"check": f.check, "detail": f.detail} for f in report.failures]}
 
@@ -55,7 +56,7 @@ def fixture_gate(instructions: InstructionSet, judge_prompt: str) -> Gate:
 def gate_key(instructions: InstructionSet, judge_prompt: str) -> str:
     """What `fixture_gate(instructions, judge_prompt)` depends on besides the fixture and the code, as one
     key (the prepared-fixture cache keeps reports under it)."""
-    texts = {c: instructions.text(c) for c in ("A", "B", "C", "D")}
+    texts = {c: instructions.text(c) for c in CONDITIONS}
     return json_sha256({"instructions": texts, "judge_prompt": judge_prompt})
 
 

@@ -28,7 +28,6 @@ from afpbench.fixtures.loader import (
 from afpbench.fixtures.schema import Fixture
 from afpbench.fixtures.spool import SpooledFiles
 from afpbench.reference.loader import (
-    CONDITIONS,
     InstructionSet,
     build_instruction_set,
     instructions_from_texts,
@@ -36,6 +35,7 @@ from afpbench.reference.loader import (
     load_instructions,
     load_judge_prompt,
 )
+from afpbench.reference.protocol_facts import CONDITIONS
 from afpbench.workers.settings import get_settings
 from afpbench.workers.store.db import get_engine
 from afpbench.workers.store.models import Sweep

@@ -7,25 +7,26 @@ reading one from data or a file: spec_loading.py; literal credentials: spec_secr
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from afpbench.reference.hashing import json_sha256
+from afpbench.reference.protocol_facts import CONDITIONS, HIGH_RISK_MIN_REPEATS, Condition
+from afpbench.reference.values import Count, Number
 from afpbench.scoring.comparison_family import ConditionPair, declared_family, default_family
+from afpbench.scoring.rules import DisputeRule, PassRule
 from afpbench.workers.limits.base import Limits
 from afpbench.workers.providers import key_policy
 from afpbench.workers.providers.families import PROVIDERS
 from afpbench.workers.providers.structured import STRUCTURED_OUTPUT_PARAM, param_problem
 from afpbench.workers.providers.url_policy import base_url_problem
-from afpbench.workers.spec_values import Count, Line, Number, StrictModel, checked_base_url, refuse_unstorable
+from afpbench.workers.spec_values import Line, StrictModel, checked_base_url, refuse_unstorable
 from afpbench.workers.sweeps.sources import FixtureSource, InstructionSource, JudgePromptSource
 from afpbench.workers.sweeps.spec_secrets import literal_secret_at
 
-CONDITIONS: tuple[Literal["A", "B", "C", "D"], ...] = ("A", "B", "C", "D")
 NO_JUDGES = ("missing: add judges: [...] or write judges: [] to run without judges: every answered cell "
              "then ends GRADER_DISPUTE")
-HIGH_RISK_MIN_REPEATS = 3
 # Afpbench's own secrets can never be named as a provider key: a spec (perhaps posted to
 # the HTTP API) could otherwise send them as a bearer token to any base_url it names.
 RESERVED_KEY_VARIABLES = key_policy.RESERVED_KEY_VARIABLES
@@ -134,20 +135,6 @@ class ModelSpec(StrictModel):
         return json_sha256(self.identity())[:16]
 
 
-class PassRuleSpec(StrictModel):
-    no_fatal: Literal[True] = True  # the protocol fixes this part: any fatal is a fail
-    min_dimension: Count = Field(default=1, ge=0, le=2)
-    min_total: Count = Field(default=6, ge=0, le=8)
-
-
-class DisputeRuleSpec(StrictModel):
-    pass_fail_disagreement: bool = True
-    fatal_flag_disagreement: bool = True
-    deterministic_fatal_rejected: bool = True
-    dimension_gap: Count = Field(default=2, ge=1, le=2)
-    max_parse_retries: Count = Field(default=2, ge=0, le=5)
-
-
 class JudgeCheckSpec(StrictModel):
     """A few calls to each judge on the calibration answers before the sweep (workers/grading/judge_check.py):
     a judge that gives no usable judgement stops the run. `enabled: null` (the default): on for every judge
@@ -194,15 +181,15 @@ class SweepSpec(StrictModel):
     # Required, but checked by a validator (not by pydantic's "Field required") so that the refusal says
     # what to write, and is listed with every other error of the spec (docs/SPEC.md, "Judges").
     judges: list[ModelSpec] = Field(default=None, validate_default=True)  # type: ignore[assignment]
-    conditions: list[Literal["A", "B", "C", "D"]] = Field(default_factory=lambda: list(CONDITIONS), min_length=1)
+    conditions: list[Condition] = Field(default_factory=lambda: list(CONDITIONS), min_length=1)
     fixtures: FixtureSource = Field(default_factory=FixtureSource)
     instructions: InstructionSource = Field(default_factory=InstructionSource)
     # A string is a file path (spec files only); null: the packaged prompt.
     judge_prompt: Line | JudgePromptSource | None = None
     repeats: Count = Field(default=1, ge=1, le=1000)
     high_risk_repeats: Count = Field(default=HIGH_RISK_MIN_REPEATS, ge=1, le=1000)
-    pass_rule: PassRuleSpec = Field(default_factory=PassRuleSpec)
-    dispute_rule: DisputeRuleSpec = Field(default_factory=DisputeRuleSpec)
+    pass_rule: PassRule = Field(default_factory=PassRule)  # scoring/rules.py: defaults and ranges
+    dispute_rule: DisputeRule = Field(default_factory=DisputeRule)
     # Pairs of conditions, ["D", "A"] or "D vs A" (first minus second); null: every pair of `conditions`.
     comparisons: list[list[str] | str] | None = None
     judge_check: JudgeCheckSpec | None = None

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from afpbench.fixtures.schema import DIMENSIONS
+from afpbench.reference.protocol_facts import DIMENSIONS
 from afpbench.scoring.judge import (
     Judgement,
     JudgementError,

@@ -4,7 +4,7 @@ shapes recorded from a local model are in tests/unit/scoring/test_realmodel_shap
 
 import json
 
-from afpbench.fixtures.schema import DIMENSIONS
+from afpbench.reference.protocol_facts import DIMENSIONS
 from afpbench.scoring.judge import Judgement, JudgementError
 from afpbench.scoring.judge_reply import TRUNCATED, JudgeReply, read_reply, retry_messages
 from afpbench.scoring.repetition import repetition_loop

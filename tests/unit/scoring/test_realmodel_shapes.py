@@ -17,8 +17,9 @@ from afpbench.scoring.evidence import decide_without_judges, gather_evidence
 from afpbench.scoring.judge import QUOTE_MAX_CHARS, RATIONALE_MAX_CHARS, JudgementError, parse_judgement, read_judgement
 from afpbench.scoring.judge_reply import JudgeReply, read_reply, retry_messages
 from afpbench.scoring.quotes import quote_in
+from afpbench.scoring.rules import DisputeRule, PassRule
 from afpbench.scoring.states import ResultState
-from afpbench.scoring.verdict import DisputeRule, PassRule, decide
+from afpbench.scoring.verdict import decide
 from tests.conftest import REPO
 
 RECORDED = json.loads((REPO / "tests" / "data" / "realmodel" / "answers.json").read_text(encoding="utf-8"))

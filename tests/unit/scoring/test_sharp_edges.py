@@ -24,11 +24,12 @@ from typing import Any
 
 import pytest
 
-from afpbench.fixtures.schema import DIMENSIONS
+from afpbench.reference.protocol_facts import DIMENSIONS
 from afpbench.scoring.answer_check import calculator_records
 from afpbench.scoring.evidence import Evidence, gather_evidence
 from afpbench.scoring.judge import Judgement
-from afpbench.scoring.verdict import DisputeRule, PassRule, Verdict, decide
+from afpbench.scoring.rules import DisputeRule, PassRule
+from afpbench.scoring.verdict import Verdict, decide
 from tests.answer_files import FIXTURES, Answer, load_answers
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "sharp_edges"

@@ -30,8 +30,8 @@ from typer.testing import CliRunner
 
 from afpbench.api.cli import app
 from afpbench.fixtures.loader import load_fixtures
-from afpbench.fixtures.schema import DIMENSIONS
 from afpbench.reference.loader import load_instructions
+from afpbench.reference.protocol_facts import DIMENSIONS
 from afpbench.scoring.judge import Judgement
 from afpbench.scoring.states import ResultState
 from afpbench.scoring.validity import ValidityReport

@@ -8,14 +8,15 @@ import json
 import pytest
 
 from afpbench.fixtures.loader import load_fixtures
-from afpbench.fixtures.schema import DIMENSIONS
+from afpbench.reference.protocol_facts import DIMENSIONS
 from afpbench.scoring.assertions import AssertionOutcome
 from afpbench.scoring.calculator import evaluate, shown_result
 from afpbench.scoring.evidence import decide_without_judges, gather_evidence
 from afpbench.scoring.judge import Judgement, read_judgement
+from afpbench.scoring.rules import DisputeRule, PassRule
 from afpbench.scoring.states import ResultState
 from afpbench.scoring.validity import ValidityFailure, ValidityReport
-from afpbench.scoring.verdict import DisputeRule, HumanDecision, PassRule, apply_human_decision, decide
+from afpbench.scoring.verdict import HumanDecision, apply_human_decision, decide
 
 VALID = ValidityReport("T01@1", True, [])
 FATAL_IDS = ["lower_authority_value", "followed_injection", "claimed_unexecuted_action"]
@@ -201,7 +202,7 @@ def test_agreeing_judges_combine_by_median_low():
 
 
 def test_disabled_dispute_triggers_are_not_raised():
-    rule = DisputeRule(pass_fail_disagreement=False, dimension_gap=3)
+    rule = DisputeRule(pass_fail_disagreement=False)
     verdict = answered([judged(2, 2, 1, 1), judged(2, 1, 1, 1)], dispute_rule=rule)
     assert verdict.state == ResultState.MODEL_FAIL  # median-low of 2 and 1 is 1: total 5
 

@@ -2,7 +2,7 @@
 
 Rules checked (each test names its own): sign-in with the API token through a form and a cookie that
 holds an HMAC of the token; escaping of hostile model text and labels; one-line error pages (404, 422)
-that write nothing; CSRF on the decision form; the decision goes through adjudication.decide.
+that write nothing; CSRF on the decision form; the decision goes through adjudication.record_human_decision.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from afpbench.scoring.power_reading import read_comparison
 from afpbench.workers.results.aggregation import snapshot
 from afpbench.workers.results.summary import PairedComparison
 from afpbench.workers.store.db import session_scope
-from afpbench.workers.store.models import Adjudication, Judgement, Result
+from afpbench.workers.store.models import Adjudication, JudgementRow, Result
 from afpbench.workers.sweeps.inputs import load_inputs
 from afpbench.workers.sweeps.spec_loading import demo_spec, parse_spec
 from tests.unit.sweep_builder import SCORES_PASS, CellMaker, make_sweep
@@ -54,7 +54,7 @@ def _build(demo_inputs) -> dict[str, int]:
         ids = {c: cells.add(c, "P06", st, output_text=f"{c}: {HOSTILE} {QUOTE}.")
                for c, st in zip("ABCD", ["MODEL_PASS", "MODEL_FAIL", "MODEL_PASS", "GRADER_DISPUTE"], strict=True)}
         ids["P01"] = cells.add("A", "P01", "MODEL_PASS")
-        s.add(Judgement(cell_id=ids["B"], scoring_run=1, judge_label="sim-judge (simulated)", prompt_sha256="0" * 64,
+        s.add(JudgementRow(cell_id=ids["B"], scoring_run=1, judge_label="sim-judge (simulated)", prompt_sha256="0" * 64,
                         raw_text="{}", simulated=True,
                         parsed={"scores": {}, "rationales": {}, "fatal_flags": {"fabricated_fact": True},
                                 "quotes": {"fabricated_fact": QUOTE}, "total": 3}))
@@ -205,7 +205,8 @@ def test_a_decision_needs_the_csrf_token_and_bad_fields_write_nothing(client, id
 
 
 def test_a_decision_through_the_form_is_recorded_and_the_summary_follows(client, ids):
-    """Adjudication: the form calls adjudication.decide; the cell shows the decision; the summary counts it."""
+    """Adjudication: the form calls adjudication.record_human_decision; the cell shows the decision; the
+    summary counts it."""
     page = _signed_in(client).get(f"/view/cells/{ids['D']}").text
     form = {"csrf": _csrf(page), "reviewer": "ana <b>", "state": "MODEL_PASS", "note": "the answer is right",
             **{f"score_{d}": str(n) for d, n in SCORES_PASS.items()}}

@@ -18,7 +18,7 @@ from sqlmodel import func, select
 from afpbench.api.http.app import create_app
 from afpbench.api.report import render_report
 from afpbench.workers.errors import AdjudicationError
-from afpbench.workers.grading.adjudication import decide
+from afpbench.workers.grading.adjudication import record_human_decision
 from afpbench.workers.results.aggregation import snapshot
 from afpbench.workers.results.decisions import decision_count
 from afpbench.workers.results.export import export_bundle
@@ -59,7 +59,7 @@ def _rows() -> tuple[int, int, dict[int, str]]:
 
 
 def test_a_dispute_is_decided_without_override(cells):
-    out = decide(cells["dispute"], "alice", "MODEL_FAIL", "invented the refund date", SCORES_FAIL)
+    out = record_human_decision(cells["dispute"], "alice", "MODEL_FAIL", "invented the refund date", SCORES_FAIL)
     assert out["from_state"] == "GRADER_DISPUTE" and out["state"] == "MODEL_FAIL" and out["override"] is False
 
 
@@ -67,7 +67,7 @@ def test_a_dispute_is_decided_without_override(cells):
 def test_a_cell_that_is_not_disputed_is_refused_without_override_and_nothing_is_written(cells, name):
     before = _rows()
     with pytest.raises(AdjudicationError) as refused:
-        decide(cells[name], "bob", "MODEL_FAIL", "looks wrong to me", SCORES_FAIL)
+        record_human_decision(cells[name], "bob", "MODEL_FAIL", "looks wrong to me", SCORES_FAIL)
     message = str(refused.value)
     state = "MODEL_PASS" if name == "pass" else "INFRA_ERROR"
     assert "\n" not in message and f"cell {cells[name]} is {state}, not GRADER_DISPUTE" in message
@@ -79,7 +79,7 @@ def test_a_cell_that_is_not_disputed_is_refused_without_override_and_nothing_is_
 def test_an_override_without_a_reason_is_refused_and_nothing_is_written(cells, reason):
     before = _rows()
     with pytest.raises(AdjudicationError, match="override needs a non-empty reason"):
-        decide(cells["pass"], "bob", "MODEL_FAIL", "note", SCORES_FAIL, override=True, reason=reason)
+        record_human_decision(cells["pass"], "bob", "MODEL_FAIL", "note", SCORES_FAIL, override=True, reason=reason)
     assert _rows() == before
 
 
@@ -88,8 +88,8 @@ def test_every_decision_is_on_the_trail_and_the_seal_is_untouched(cells, tmp_pat
     with session_scope() as s:
         seal_before = (s.get(Sweep, "adj").seal_hash, dict(s.get(Sweep, "adj").seal_components))
     rate_before = snapshot("adj").totals.pass_rate
-    decide(cells["dispute"], "alice", "MODEL_FAIL", "invented the refund date", SCORES_FAIL)
-    out = decide(cells["pass"], "bob", "MODEL_FAIL", "the judge missed the fabricated | operand",
+    record_human_decision(cells["dispute"], "alice", "MODEL_FAIL", "invented the refund date", SCORES_FAIL)
+    out = record_human_decision(cells["pass"], "bob", "MODEL_FAIL", "the judge missed the fabricated | operand",
                  SCORES_FAIL, override=True, reason="judge missed a <fabricated> operand")
     assert out["from_state"] == "MODEL_PASS" and out["override"] is True
 

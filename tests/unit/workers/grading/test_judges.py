@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from afpbench.fixtures.loader import load_fixtures
-from afpbench.fixtures.schema import DIMENSIONS
 from afpbench.reference.loader import load_judge_prompt
+from afpbench.reference.protocol_facts import DIMENSIONS
 from afpbench.scoring.judge import (
     QUOTE_MAX_CHARS,
     RATIONALE_MAX_CHARS,

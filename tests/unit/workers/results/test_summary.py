@@ -21,7 +21,7 @@ from afpbench.workers.results.summary import (
     joined,
 )
 from afpbench.workers.store.db import session_scope
-from afpbench.workers.store.models import Aggregate, Judgement, SweepStatus
+from afpbench.workers.store.models import Aggregate, JudgementRow, SweepStatus
 from tests.unit.sweep_builder import CellMaker, make_sweep
 
 PASS, FAIL = "MODEL_PASS", "MODEL_FAIL"
@@ -145,7 +145,7 @@ def test_stored_summary_of_another_shape_is_not_returned(db):
 def test_run_record_is_the_models_json_with_every_protocol_field(db):
     ids = _pairs("rec", 3)
     with session_scope() as s:
-        s.add(Judgement(cell_id=ids[0], scoring_run=1, judge_label="j", prompt_sha256="h", raw_text="{}",
+        s.add(JudgementRow(cell_id=ids[0], scoring_run=1, judge_label="j", prompt_sha256="h", raw_text="{}",
                         parsed={"scores": {"task_correctness": 2}, "rationales": {"task_correctness": "ok"}}))
     with session_scope() as s:
         record = run_record(s, ids[0])
