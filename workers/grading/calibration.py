@@ -15,9 +15,9 @@ from afpbench.fixtures.loader import load_fixtures
 from afpbench.reference.loader import load_judge_prompt
 from afpbench.reference.protocol_facts import DIMENSIONS
 from afpbench.scoring.agreement import cohens_kappa
-from afpbench.scoring.judge import Judgement, build_judge_messages, read_judgement
+from afpbench.scoring.judge import Judgement, build_judge_messages
 from afpbench.scoring.rules import PassRule
-from afpbench.workers.grading.judges import call_judge, judgement_response
+from afpbench.workers.grading.judges import judge_call, judgement_response, read_call
 from afpbench.workers.sim.canned import load_canned
 from afpbench.workers.sweeps.endpoints import preflight_model
 from afpbench.workers.sweeps.spec import ModelSpec
@@ -71,12 +71,12 @@ def calibrate(
             continue
         for response in responses:
             messages = build_judge_messages(fixture, response.text, prompt, [])
-            raw, error = call_judge(judge, messages, f"calibrate|{response.id}", judgement_response(fixture))
-            if raw is None:
+            call = judge_call(judge, messages, f"calibrate|{response.id}", judgement_response(fixture))
+            parsed = read_call(call, fixture, response.text)
+            if parsed is None:
                 failed_calls += 1
-                rows.append({"response": response.id, "error": error or "no answer", "call_failed": True})
+                rows.append({"response": response.id, "error": call.error or "no answer", "call_failed": True})
                 continue
-            parsed = read_judgement(raw, fixture.fatal_ids(), response.text)
             if not isinstance(parsed, Judgement):
                 unparseable += 1
                 rows.append({"response": response.id, "error": getattr(parsed, "reason", "unparseable")})

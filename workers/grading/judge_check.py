@@ -23,9 +23,8 @@ from itertools import zip_longest
 from afpbench.fixtures.loader import load_fixtures
 from afpbench.fixtures.schema import Fixture
 from afpbench.scoring.judge import Judgement, build_judge_messages
-from afpbench.scoring.judge_reply import JudgeReply, read_reply
 from afpbench.workers.errors import JudgeCheckFailed
-from afpbench.workers.grading.judges import judge_call, judgement_response
+from afpbench.workers.grading.judges import judge_call, judgement_response, read_call
 from afpbench.workers.sim.canned import CannedResponse, load_canned
 from afpbench.workers.sweeps.spec import ModelSpec, SweepSpec
 
@@ -72,10 +71,9 @@ def _try(judge: ModelSpec, judge_prompt: str, fixture: Fixture,
     """(usable, call failed, the problem) of one call on one answer."""
     messages = build_judge_messages(fixture, answer.text, judge_prompt, [])
     call = judge_call(judge, messages, f"judge-check|{answer.id}", judgement_response(fixture))
-    if call.text is None:
+    parsed = read_call(call, fixture, answer.text)
+    if parsed is None:
         return False, True, call.error
-    parsed = read_reply(JudgeReply(call.text, call.finish_reason, call.usage.output_tokens),
-                        fixture.fatal_ids(), answer.text)
     return (True, False, None) if isinstance(parsed, Judgement) else (False, False, parsed.reason)
 
 

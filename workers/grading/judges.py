@@ -14,7 +14,14 @@ import time
 from dataclasses import dataclass
 
 from afpbench.fixtures.schema import Fixture
-from afpbench.scoring.judge import JUDGEMENT_SCHEMA_DESCRIPTION, JUDGEMENT_SCHEMA_NAME, judgement_schema
+from afpbench.scoring.judge import (
+    JUDGEMENT_SCHEMA_DESCRIPTION,
+    JUDGEMENT_SCHEMA_NAME,
+    Judgement,
+    JudgementError,
+    judgement_schema,
+)
+from afpbench.scoring.judge_reply import JudgeReply, read_reply
 from afpbench.workers.errors import JudgeUnavailable
 from afpbench.workers.limits.base import Limits
 from afpbench.workers.limits.shared import get_limiter
@@ -100,9 +107,11 @@ def judge_call(
     return JudgeCall(text, error, result.finish_reason, result.usage, result.latency_ms or None, result.request_sent)
 
 
-def call_judge(
-    judge: ModelSpec, messages: list[dict], cell_key: str, response_schema: ResponseSchema | None = None
-) -> tuple[str | None, str | None]:
-    """One judge call through the shared limiter; returns (raw text, error)."""
-    call = judge_call(judge, messages, cell_key, response_schema)
-    return call.text, call.error
+def read_call(call: JudgeCall, fixture: Fixture, answer: str) -> Judgement | JudgementError | None:
+    """What one call gave, read as the scorer reads it (scoring/judge_reply.py:read_reply: not cut at
+    max_tokens, strict JSON, quotes found in the answer): the usable judgement, why the reply cannot be
+    used, or None when the call got no reply. The sweep, `fixtures check`, the judge check and
+    calibration all read a judge's reply here."""
+    if call.error is not None or call.text is None:
+        return None
+    return read_reply(JudgeReply(call.text, call.finish_reason, call.usage.output_tokens), fixture.fatal_ids(), answer)

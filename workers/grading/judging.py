@@ -22,11 +22,11 @@ from typing import Protocol
 from afpbench.fixtures.schema import Fixture
 from afpbench.scoring.evidence import Evidence
 from afpbench.scoring.judge import Judgement, JudgementError, build_judge_messages
-from afpbench.scoring.judge_reply import JudgeReply, read_reply, retry_messages
+from afpbench.scoring.judge_reply import retry_messages
 from afpbench.scoring.states import ResultState
 from afpbench.scoring.verdict import Verdict, decide
 from afpbench.workers.errors import JudgeUnavailable
-from afpbench.workers.grading.judges import JudgeCall, judgement_response
+from afpbench.workers.grading.judges import JudgeCall, judgement_response, read_call
 from afpbench.workers.providers.types import ResponseSchema
 from afpbench.workers.store.models import CALL_FAILED
 from afpbench.workers.sweeps.spec import ModelSpec
@@ -73,11 +73,11 @@ def _ask(judge: ModelSpec, seat: JudgeSeat, job: JudgingInputs, evidence: Eviden
     sent, change = messages, None  # a retry after an unusable reply feeds its reason back
     for number in range(1, evidence.dispute_rule.max_parse_retries + 2):
         call = seat.call(judge, sent, wanted, judge_round)
-        if call.error is not None or call.text is None:
+        read = read_call(call, job.fixture, evidence.response)
+        if read is None:
             seat.keep(JudgeTry(judge, judge_round, call, None, f"{CALL_FAILED}: {call.error}", change))
             continue
-        parsed = read_reply(JudgeReply(call.text, call.finish_reason, call.usage.output_tokens),
-                            job.fixture.fatal_ids(), evidence.response)
+        parsed = read  # the last reply read; a later call that gets none does not undo it
         if isinstance(parsed, Judgement):
             seat.keep(JudgeTry(judge, judge_round, call, parsed, None, change))
             return parsed

@@ -26,7 +26,7 @@ from afpbench.scoring.judge import (
     read_judgement,
 )
 from afpbench.workers.errors import SpecError
-from afpbench.workers.grading.judges import call_judge, judgement_response, judgement_text
+from afpbench.workers.grading.judges import judge_call, judgement_response, judgement_text
 from afpbench.workers.providers.families import adapter_for
 from afpbench.workers.providers.structured import gemini_schema
 from afpbench.workers.providers.types import ChatRequest, Endpoint, OutcomeClass
@@ -259,7 +259,7 @@ def echo_server():
     server.server_close()
 
 
-def test_call_judge_over_http_reads_each_familys_structured_answer(echo_server, monkeypatch):
+def test_a_judge_call_over_http_reads_each_familys_structured_answer(echo_server, monkeypatch):
     """Through a real HTTP server: each family's request carries its structured-output shape, and the
     judgement read back (message content, Gemini text part, Anthropic tool input) parses strictly."""
     monkeypatch.setenv(KEY_ENV, "test-key-not-secret-0002")
@@ -274,7 +274,8 @@ def test_call_judge_over_http_reads_each_familys_structured_answer(echo_server, 
     base = f"http://127.0.0.1:{echo_server.server_address[1]}"
     for provider, key in (("vllm", "response_format"), ("gemini", "generationConfig"), ("anthropic", "tool_choice")):
         judge = ModelSpec(provider=provider, model="judge-model", base_url=base, api_key_env=KEY_ENV)
-        raw, error = call_judge(judge, MESSAGES, "cell|judge1", judgement_response(FX))
+        call = judge_call(judge, MESSAGES, "cell|judge1", judgement_response(FX))
+        raw, error = call.text, call.error
         assert error is None and json.loads(raw) == json.loads(wanted), provider
         assert isinstance(read_judgement(raw, FX.fatal_ids(), RESPONSE), Judgement), provider
         assert key in echo_server.bodies[-1], provider
@@ -289,7 +290,8 @@ def test_a_judge_call_through_the_real_simulator_with_response_format_still_pars
         judge = ModelSpec(provider="sim", model="sim-judge", base_url=sim.base_url)
         sent = adapter_for("sim").call(endpoint_for(judge), ChatRequest(messages, [], {}, judgement_response(fixture)))
         assert sent.request_sent["json"]["response_format"]["json_schema"]["name"] == "record_judgement"
-        raw, error = call_judge(judge, messages, "P08|judge1", judgement_response(fixture))
+        call = judge_call(judge, messages, "P08|judge1", judgement_response(fixture))
+        raw, error = call.text, call.error
     assert error is None
     parsed = read_judgement(raw, fixture.fatal_ids(), canned.text)
     assert isinstance(parsed, Judgement) and parsed.scores == canned.gold.scores
