@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 import types
 import typing
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -25,16 +25,29 @@ def describe(exc: ValidationError, root: type[BaseModel]) -> str:
 def problem_lines(exc: ValidationError, root: type[BaseModel]) -> list[str]:
     """One `where: what` line per error; `root` is the model validated, whose fields an unknown one is
     compared with."""
+    return error_lines(exc.errors(), root)
+
+
+def error_lines(errors: Iterable[Mapping[str, Any]], root: type[BaseModel] | None = None,
+                skip: tuple[str, ...] = ()) -> list[str]:
+    """One `where: what` line per pydantic error (also FastAPI's request errors, whose location parts in
+    `skip`, such as "query" or "body", are left out); with `root`, an unknown field is compared with the
+    fields known there."""
     lines = []
-    for err in exc.errors():
-        loc = tuple(err["loc"])
+    for err in errors:
+        loc = tuple(p for p in err.get("loc", ()) if p not in skip)
         where = ".".join(str(p) for p in loc) or "(top level)"
-        if err["type"] == "extra_forbidden" and loc:
+        if root is not None and err.get("type") == "extra_forbidden" and loc:
             msg = _unknown_field(root, loc)
         else:
-            msg = err["msg"].removeprefix("Value error, ")
+            msg = error_message(err)
         lines.append(f"{where}: {msg}")
     return lines
+
+
+def error_message(err: Mapping[str, Any]) -> str:
+    """One pydantic error's message as afpbench words it: pydantic's "Value error, " prefix dropped."""
+    return str(err.get("msg", "invalid value")).removeprefix("Value error, ")
 
 
 def as_message(lines: Sequence[str]) -> str:

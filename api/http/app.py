@@ -36,6 +36,7 @@ from afpbench.api.http.report_cache import ReportCache
 from afpbench.api.http.runtime import Runtime
 from afpbench.api.viewer import routes as viewer
 from afpbench.reference.errors import AfpbenchError
+from afpbench.reference.validation_errors import error_message
 from afpbench.workers.settings import Settings, get_settings
 from afpbench.workers.store.db import set_pool_timeout
 from afpbench.workers.sweeps.seal import afpbench_version
@@ -64,8 +65,7 @@ def _printable(value: Any) -> Any:
 def _field_errors(exc: RequestValidationError) -> list[dict]:
     out = []
     for err in exc.errors():
-        msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
-        out.append({"loc": list(err.get("loc", ())), "msg": msg, "type": err.get("type", "value_error")})
+        out.append({"loc": list(err.get("loc", ())), "msg": error_message(err), "type": err.get("type", "value_error")})
     return _printable(out)
 
 

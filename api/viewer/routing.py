@@ -14,14 +14,11 @@ from fastapi.routing import APIRoute
 from afpbench.api.viewer.auth import LoginRequired, PageError
 from afpbench.api.viewer.html import error_page, url
 from afpbench.reference.errors import AfpbenchError
+from afpbench.reference.validation_errors import error_lines
 
 
 def _field_line(exc: RequestValidationError) -> str:
-    parts = []
-    for err in exc.errors():
-        loc = ".".join(str(x) for x in err.get("loc", ()) if x not in ("query", "path", "body"))
-        parts.append(f"{loc}: {str(err.get('msg', 'invalid value')).removeprefix('Value error, ')}")
-    return "; ".join(parts) or "invalid request"
+    return "; ".join(error_lines(exc.errors(), skip=("query", "path", "body"))) or "invalid request"
 
 
 class ViewerRoute(APIRoute):
