@@ -39,7 +39,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def verify(sweep: str | None = typer.Argument(None, help=SWEEP_HELP)) -> None:
         """Recompute every seal component from the current inputs and name any that changed."""
-        from afpbench.workers.results.decisions import decision_count
+        from afpbench.workers.results.human_decisions import decision_count
         from afpbench.workers.store.db import session_scope
         from afpbench.workers.store.models import Sweep
         from afpbench.workers.sweeps.coordinator import stored_inputs_intact, verify_sweep

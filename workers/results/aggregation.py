@@ -33,7 +33,7 @@ from afpbench.scoring.rates import (
 from afpbench.workers.errors import SweepNotFound
 from afpbench.workers.memory import return_freed_memory
 from afpbench.workers.results.comparison_rows import paired_comparisons
-from afpbench.workers.results.decisions import human_decisions
+from afpbench.workers.results.human_decisions import human_decisions
 from afpbench.workers.results.reruns import reruns, superseded
 from afpbench.workers.results.summary import (
     FIXTURE_ROWS,

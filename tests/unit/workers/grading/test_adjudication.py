@@ -20,8 +20,8 @@ from afpbench.api.report import render_report
 from afpbench.workers.errors import AdjudicationError
 from afpbench.workers.grading.adjudication import record_human_decision
 from afpbench.workers.results.aggregation import snapshot
-from afpbench.workers.results.decisions import decision_count
 from afpbench.workers.results.export import export_bundle
+from afpbench.workers.results.human_decisions import decision_count
 from afpbench.workers.results.records import run_record
 from afpbench.workers.store.db import session_scope
 from afpbench.workers.store.models import Adjudication, Cell, Result, Sweep
