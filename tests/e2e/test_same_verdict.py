@@ -56,7 +56,8 @@ CASES = {
 def _sweep(tmp_path, server: fs.FaultServer) -> dict:
     spec = {"name": "same verdict", "models": [http_model("m", server.base_url("model"))],
             "judges": [{**JUDGE, "base_url": server.base_url("judge")}],
-            "fixtures": {"only": [FIXTURE]}, "conditions": ["A"]}
+            "fixtures": {"only": [FIXTURE]}, "conditions": ["A"],
+            "judge_check": False}  # the judges here are made to fail; the check before the run would stop it
     (tmp_path / "spec.json").write_text(json.dumps(spec))
     # One scoring try: a judge that never answers ends the cell at once (the attempt budget is AFP_MAX_ATTEMPTS).
     proc = afpbench(["run", str(tmp_path / "spec.json"), "--json"], tmp_path, timeout=240,
