@@ -38,16 +38,19 @@ def progress_bar(console: Console, disable: bool = False) -> Iterator:
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
+        TextColumn("{task.fields[stages]}", markup=False),
         console=console,
         disable=disable,
         transient=False,
     )
     with bar:
-        task = bar.add_task("cells", total=None)
+        task = bar.add_task("decided", total=None, stages="")
 
-        def update(p) -> None:
+        def update(p) -> None:  # the bar counts decided cells; beside it, where the others stand
+            s = p.stages
             waiting = f" ({p.waiting_for_slot} waiting for a slot)" if p.waiting_for_slot else ""
-            bar.update(task, total=p.total, completed=p.done, description=f"cells{waiting}")
+            bar.update(task, total=p.total, completed=p.done, description=f"decided{waiting}",
+                       stages=f"answering {s.answering} · answered {s.answered} · judging {s.judging}")
 
         yield update
 
@@ -78,6 +81,7 @@ def _notes(overview: RunOverview) -> list[str]:
 
     notes = [
         condition_legend(overview.by_condition),
+        f"cells: {overview.stages.line()}",
         f"{overview.done}/{overview.cells} cells done, {overview.attempts} attempts; "
         f"seal {(overview.seal or '')[:16]}…; database {overview.database}",
     ]

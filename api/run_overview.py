@@ -9,7 +9,7 @@ from pydantic import ConfigDict, Field
 from afpbench.scoring.rates import EXCLUDED, FAIL, NOT_RUN, PASS, Contract
 from afpbench.scoring.states import pass_rate
 from afpbench.workers.results.summary import RunSummary
-from afpbench.workers.sweeps.progress import Progress
+from afpbench.workers.sweeps.progress import Progress, Stages
 
 
 class ConditionRate(Contract):
@@ -34,6 +34,8 @@ class RunOverview(RunSummary):
     cells: int
     done: int
     by_phase: dict[str, int]
+    stages: Stages = Field(description="cells by stage: waiting, answering, answered (awaiting a judge), "
+                                       "judging, decided")
     by_state: dict[str, int]
     waiting_for_slot: int = Field(0, description="open cells whose scoring waits for its pool's rate or in-flight "
                                                  "slot (a wait is not a failed try)")
@@ -80,8 +82,8 @@ def run_overview(sweep_id: str, progress: Progress, attempts: int, database_url:
     by_condition = dict(sorted(by_condition.items()))
     return RunOverview(
         sweep_id=sweep_id, name=sweep.name, simulated=sweep.simulated, status=progress.status, seal=sweep.seal_hash,
-        cells=progress.total, done=progress.done, by_phase=progress.phases, by_state=progress.states,
-        waiting_for_slot=progress.waiting_for_slot,
+        cells=progress.total, done=progress.done, by_phase=progress.phases, stages=progress.stages,
+        by_state=progress.states, waiting_for_slot=progress.waiting_for_slot,
         by_condition=by_condition,
         pass_rate_by_condition={c: _condition_rate(counts) for c, counts in by_condition.items()},
         attempts=attempts, notices=list(sweep.notices or []), database=database_url,
