@@ -53,8 +53,9 @@ class SweepSeat:
                 raw_text=None if call.text is None else storable_text(call.text),
                 parsed=None if attempt.judgement is None else _judgement_json(attempt.judgement),
                 parse_error=attempt.error, simulated=judge.simulated, finish_reason=call.finish_reason,
-                input_tokens=call.usage.input_tokens, output_tokens=call.usage.output_tokens, latency_ms=call.latency_ms,
-                request_sent=call.request_sent or None, retry_change=attempt.retry_change,
+                input_tokens=call.usage.input_tokens, output_tokens=call.usage.output_tokens,
+                latency_ms=call.latency_ms, request_sent=call.request_sent or None,
+                retry_change=attempt.retry_change,
             ))
 
 
