@@ -48,7 +48,7 @@ def _written(record: object) -> str:
     return written.describe() if written else "none"
 
 
-def _record_table(record: dict) -> Table:
+def record_table(record: dict) -> Table:
     sim = record["simulated"]
     flag = " [yellow](SIMULATED)[/yellow]" if sim["model_output"] or sim["grading"] or sim["sweep"] else ""
     table = Table(title=f"cell {record['cell_id']}: {record['cell_key']}{flag}", show_header=False)
@@ -111,7 +111,7 @@ def register(app: typer.Typer) -> None:
         if as_json:
             typer.echo(json.dumps(record, indent=2, ensure_ascii=False))
         else:
-            Console().print(_record_table(record))
+            Console().print(record_table(record))
 
     @app.command()
     def aggregate(sweep: str) -> None:

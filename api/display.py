@@ -90,6 +90,7 @@ def _notes(overview: RunOverview) -> list[str]:
                      "scored (a wait spends no attempt; AFP_SLOT_WAIT_S)")
     if overview.judges == []:
         notes.append(NO_JUDGES_NOTE)
+    notes += _human_notes(overview)
     balance = overview.exclusion_balance
     flagged = [f"{t.model} {t.comparison} FLAGGED (Fisher exact p = {t.p_value:.3g})"
                for t in balance.comparisons if t.flagged]
@@ -98,6 +99,19 @@ def _notes(overview: RunOverview) -> list[str]:
     notes += spend_lines(overview.cost, overview.budget)
     notes += [f"notice: {n}" for n in overview.notices]
     return notes
+
+
+def _human_notes(overview: RunOverview) -> list[str]:
+    """Human decisions made and disputes awaiting one: a reader sees that people set some states."""
+    out = []
+    if overview.human_decisions:
+        n = overview.human_decisions
+        out.append(f"human decisions: {n} (`afpbench cells` marks the cells, the report lists each)"
+                   if n != 1 else "human decisions: 1 (`afpbench cells` marks the cell, the report lists it)")
+    awaiting = overview.by_state.get("GRADER_DISPUTE", 0)
+    if awaiting:
+        out.append(f"awaiting a human decision: {awaiting} GRADER_DISPUTE (`afpbench adjudicate list`)")
+    return out
 
 
 def summary_table(overview: RunOverview) -> Group:

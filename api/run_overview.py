@@ -42,6 +42,7 @@ class RunOverview(RunSummary):
     by_condition: dict[str, dict[str, int]] = Field(description="cells by state, '(phase)' for an unfinished one")
     pass_rate_by_condition: dict[str, ConditionRate]
     attempts: int
+    human_decisions: int = Field(description="human decisions recorded on the sweep's cells (adjudicate)")
     notices: list[str]
     database: str = Field(description="the database URL without its password")
     judges: list[str]
@@ -56,6 +57,7 @@ def run_overview(sweep_id: str, progress: Progress, attempts: int, database_url:
 
     from afpbench.workers.errors import SweepNotFound
     from afpbench.workers.results.aggregation import snapshot, stored_summary
+    from afpbench.workers.results.decisions import decision_count
     from afpbench.workers.store.db import session_scope
     from afpbench.workers.store.models import Cell, Phase, Sweep
 
@@ -69,6 +71,7 @@ def run_overview(sweep_id: str, progress: Progress, attempts: int, database_url:
         ).first()
         if sweep is None:
             raise SweepNotFound(f"no sweep with id {sweep_id!r}")
+        decisions = decision_count(session, sweep_id)
         rows = session.execute(
             select(col(Cell.condition), col(Cell.phase), col(Cell.state), func.count())
             .where(col(Cell.sweep_id) == sweep_id)
@@ -86,7 +89,7 @@ def run_overview(sweep_id: str, progress: Progress, attempts: int, database_url:
         by_state=progress.states, waiting_for_slot=progress.waiting_for_slot,
         by_condition=by_condition,
         pass_rate_by_condition={c: _condition_rate(counts) for c, counts in by_condition.items()},
-        attempts=attempts, notices=list(sweep.notices or []), database=database_url,
+        attempts=attempts, human_decisions=decisions, notices=list(sweep.notices or []), database=database_url,
         judges=[j.get("label") or f"{j['provider']}/{j['model']}" for j in sweep.spec.get("judges", [])],
         exclusion_balance=summary.exclusion_balance, by_model_condition=summary.by_model_condition,
         comparisons=summary.comparisons, no_scored_cell=summary.no_scored_cell, cost=summary.cost,

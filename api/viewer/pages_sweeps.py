@@ -26,7 +26,7 @@ from afpbench.workers.results import tables
 from afpbench.workers.results.spend import spend_lines
 from afpbench.workers.results.summary import PairedComparison, PendingComparison, SweepSummary
 from afpbench.workers.results.table_spec import condition_legend
-from afpbench.workers.results.trail_tables import RERUNS
+from afpbench.workers.results.trail_tables import HUMAN_DECISIONS, RERUNS
 from afpbench.workers.store.db import session_scope
 from afpbench.workers.store.models import Cell, Phase, Sweep, saved_id
 from afpbench.workers.sweeps.progress import Progress
@@ -138,8 +138,12 @@ def _cells(session: Session, s: SweepSummary, sweep_id: str, flt: dict[str, str 
         r = results.get(saved_id(c.id))
         compare = v.url(f"/sweeps/{v.seg(sweep_id)}/fixtures/{v.seg(c.fixture_id)}", model=c.model_hash,
                         repeat=c.repeat)
+        decided: dict[str, Any] = (r.details or {}) if r is not None else {}  # stored JSON, as written
+        state = v.state_badge(c.state, c.phase)
+        if decided.get("source") == "human":  # a reviewer's name is data: escaped
+            state = v.join([state, v.e(f" human: {decided.get('reviewer')}")])
         rows.append([v.link(v.url(f"/cells/{c.id}"), c.id), c.model_label, c.condition,
-                     f"{c.fixture_id}@{c.fixture_version}", c.repeat, v.state_badge(c.state, c.phase),
+                     f"{c.fixture_id}@{c.fixture_version}", c.repeat, state,
                      "-" if r is None or r.total is None else r.total, (r.fatal_criterion if r else None) or "-",
                      v.link(compare, "A-D side by side")])
     shown = f"{len(cells)} of {total} cells" + (f" (the first {CELL_ROWS})" if total > CELL_ROWS else "")
@@ -192,6 +196,7 @@ def sweep_page(
         v.section("Plots", v.Safe(plots)),
         v.section("Exclusion balance", _balance(s), sid="balance-section"),
         *([v.section(RERUNS.title, results_table(RERUNS.render(s)), sid="reruns-section")] if s.reruns else []),
+        v.section(HUMAN_DECISIONS.title, results_table(HUMAN_DECISIONS.render(s)), sid="decisions-section"),
         v.section("Cells", cells, sid="cells-section"),
     ]
     return v.page(name, body, crumbs=[(v.url(f"/sweeps/{v.seg(sweep_id)}"), sweep_id)],

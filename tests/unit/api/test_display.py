@@ -139,7 +139,7 @@ def test_json_keeps_its_keys_and_adds_the_per_model_reading(summary):
               "by_condition", "pass_rate_by_condition", "attempts", "exclusion_balance", "notices", "database"}
     assert before <= set(summary)
     added = {"judges", "by_model_condition", "comparisons", "no_scored_cell", "cost", "budget", "waiting_for_slot",
-             "stages"}
+             "stages", "human_decisions"}
     assert set(summary) - before == added
     assert summary["no_scored_cell"] is None
     assert summary["pass_rate_by_condition"]["C"]["n"] == 24 and summary["by_condition"]["D"]["(queued)"] == 1
