@@ -16,8 +16,10 @@ adjudicate_app = typer.Typer(rich_markup_mode=None, no_args_is_help=True,
                    help="Human adjudication of GRADER_DISPUTE cells.")
 
 
-def judge_from_option(judge: str, base_url: str | None, api_key_env: str | None):
-    """`provider:model` (e.g. `openai:gpt-4o-mini`, `sim:sim-1`) into a judge ModelSpec."""
+def judge_from_option(judge: str, base_url: str | None, api_key_env: str | None,
+                      timeout_s: float | None = None, params: dict | None = None):
+    """`provider:model` (e.g. `openai:gpt-4o-mini`, `sim:sim-1`) into a judge ModelSpec; a timeout and
+    request parameters as a spec's judge entry takes them (`timeout_s`, `params`), checked the same way."""
     from afpbench.workers.errors import SpecError
     from afpbench.workers.sweeps.spec_loading import parse_spec
 
@@ -26,7 +28,8 @@ def judge_from_option(judge: str, base_url: str | None, api_key_env: str | None)
             f"--judge {judge!r}: expected PROVIDER:MODEL, e.g. openai:gpt-4o-mini or sim:sim-1"
         )
     provider, model = judge.split(":", 1)
-    entry = {"provider": provider, "model": model, "base_url": base_url, "api_key_env": api_key_env}
+    entry = {"provider": provider, "model": model, "base_url": base_url, "api_key_env": api_key_env,
+             **({"timeout_s": timeout_s} if timeout_s is not None else {}), **({"params": params} if params else {})}
     try:
         return parse_spec({"models": [entry], "judges": []}, "--judge").models[0]
     except SpecError as exc:
