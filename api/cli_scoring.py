@@ -72,18 +72,11 @@ def show(cell: int = typer.Argument(..., help="cell id (from `adjudicate list`)"
          as_json: bool = typer.Option(False, "--json", help="the full run record and history as JSON")) -> None:
     """A disputed cell: its record and answer, why it is disputed, each judge's scores and rationales,
     its results and human decisions so far."""
-    from afpbench.api.cli_report import record_table
+    from afpbench.api.cli_report import record_json, record_table
     from afpbench.api.dispute_text import dispute_view
-    from afpbench.workers.errors import RecordNotFound
     from afpbench.workers.grading.adjudication import history
-    from afpbench.workers.results.records import run_record
-    from afpbench.workers.store.db import session_scope
 
-    try:
-        with session_scope() as session:
-            record = run_record(session, cell).model_dump(mode="json")
-    except RecordNotFound as exc:
-        raise CommandError(str(exc)) from None
+    record = record_json(cell)
     if as_json:
         record["history"] = history(cell)
         typer.echo(json.dumps(record, indent=2, default=str, ensure_ascii=False))
