@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/run_all.py --setup          # once: Inspect AI's venv and promptfoo (below)
     .venv/bin/python benchmarks/run_all.py [--only side_by_side,roundtrips,throughput,limiter,scale,scaleout,
-        aggregate,startup,task_floor,task_gap,cell_cost,gate,gate_overlap,statistics] [--out benchmarks/results]
+        aggregate,startup,task_floor,task_gap,cell_cost,gate,statistics] [--out benchmarks/results]
         [--quick]
 
 `--setup` installs the comparison harnesses apart from the project: Inspect AI (benchmarks/requirements.txt)
@@ -10,7 +10,7 @@ into benchmarks/.inspect-venv (or AFP_INSPECT_VENV), and promptfoo 0.118.13 (ben
 `better-sqlite3` held at 12 and compiled for this Node) into benchmarks/promptfoo/node_modules. Both folders
 are ignored by git. Needs Redis on 127.0.0.1:6379 (DB 13 is used and flushed) and PostgreSQL on
 127.0.0.1:5432 with trust auth (throwaway databases bench_<random> are created and dropped). Each benchmark
-prints its figures as JSON and writes <out>/<name>.json; docs/PERFORMANCE.md holds the latest table.
+prints its figures as JSON and writes <out>/<name>.json; docs/PERFORMANCE.md has one table per benchmark.
 Everything the mock and the simulator answer is SIMULATED.
 """
 
@@ -43,7 +43,6 @@ FULL = {
     "task_gap": ["bench_task_floor.py", "--tasks", "1000", "--sleep-ms", "100"],
     "cell_cost": ["bench_cell_cost.py"],
     "gate": ["bench_gate.py"],
-    "gate_overlap": ["bench_gate_overlap.py", "--latency-ms", "200"],
     "statistics": ["bench_statistics.py"],  # the comparison and judge statistics against a known truth
 }
 QUICK = {  # a smoke run of the same code paths, minutes instead of tens of minutes
@@ -59,7 +58,6 @@ QUICK = {  # a smoke run of the same code paths, minutes instead of tens of minu
     "task_gap": ["bench_task_floor.py", "--tasks", "500", "--sleep-ms", "100", "--rounds", "1"],
     "cell_cost": ["bench_cell_cost.py", "--tasks", "300", "--cells", "100", "--rounds", "1"],
     "gate": ["bench_gate.py", "--copies", "20", "--rounds", "1"],
-    "gate_overlap": ["bench_gate_overlap.py", "--prompts", "200", "--rounds", "1"],
     "statistics": ["bench_statistics.py", "--seeds", "300", "--judge-seeds", "100"],
 }
 
