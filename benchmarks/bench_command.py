@@ -17,9 +17,11 @@ before the sweep (imports, parse and gate, seal), the span and after it, each as
 busy and core-seconds the cores left idle. The span's idle core-seconds are what an in-run gate (fixtures
 gated while the calls run) could use; `--latency-ms` gives the sim's answers a delay like a real call.
 
-`--without` runs the command without pieces of its start-up machinery, each in turn, interleaved with the
-full command (`-`): `cache` (AFP_CACHE_DIR=off), `pair` (AFP_EMBEDDED_PROCESSES=1) or one of
-benchmarks/without/sitecustomize.py, which switches a piece off as its module is imported.
+`--without` runs the command without pieces of its start-up machinery, each in turn, every such run between
+two runs of the full command: `cache` (AFP_CACHE_DIR=off), `pair` (AFP_EMBEDDED_PROCESSES=1) or one of
+benchmarks/without/sitecustomize.py, which switches a piece off as its module is imported. The result's
+"without" holds, per piece and cache setting, the median ratio of its wall, peak RSS and CPU to the mean
+of its two neighbours (above 1: what the piece buys).
 
     python benchmarks/bench_command.py [--prompts 1000] [--models 1] [--threads 50] [--rounds 3]
                                        [--python OTHER] [--cache off,cold,warm] [--without -,PIECE,...]
@@ -105,6 +107,42 @@ def _medians(runs: list[dict]) -> dict:
                             for phase in cpu[0]}}
 
 
+def _schedule(pieces: list[str], caches: list[str], round_: int) -> list[tuple[str, str, str]]:
+    """(without, cache setting, sequence) of each run of a round. Without pieces: one run per cache setting.
+    With pieces: for each cache setting (the sequence) the full command before and after each piece's run,
+    the pieces rotated by one each round, so every "without" run has full runs on either side
+    (`_without_ratios`). The `cache` piece runs with the cache off in each sequence."""
+    if not pieces:
+        return [("-", cache, cache) for cache in caches]
+    turn = round_ % len(pieces)
+    order = pieces[turn:] + pieces[:turn]
+    runs = []
+    for cache in caches:
+        runs.append(("-", cache, cache))
+        for piece in order:
+            runs += [(piece, "off" if piece == "cache" else cache, cache), ("-", cache, cache)]
+    return runs
+
+
+def _without_ratios(runs: list[dict]) -> dict[str, dict]:
+    """Per piece and sequence: the median over rounds of (without) / (the mean of the full runs either side
+    of it), for wall and peak RSS; above 1 means the piece buys that share."""
+    ratios: dict[str, dict[str, list[float]]] = {}
+    for at, run in enumerate(runs):
+        if run["without"] == "-":
+            continue
+        full = [runs[at - 1], runs[at + 1]]
+        assert all(r["without"] == "-" and r["code"] == run["code"] for r in full)
+        key = f"{run['code']} without {run['without']} vs {run['sequence']}"
+        for figure in ("wall_s", "peak_rss_mb", "cpu_s"):
+            ratios.setdefault(key, {}).setdefault(figure, []).append(
+                run[figure] / statistics.mean(r[figure] for r in full))
+    return {key: {"rounds": len(by["wall_s"]),
+                  **{f"{figure}_ratio": round(statistics.median(values), 3) for figure, values in by.items()},
+                  "wall_s_ratio_each_round": [round(v, 3) for v in by["wall_s"]]}
+            for key, by in ratios.items()}
+
+
 def _label(code: str, without: str, cache: str) -> str:
     return f"{code} {cache}" if without == "-" else f"{code} without {without} {cache}"
 
@@ -125,9 +163,7 @@ def main() -> None:
     caches = args.cache.split(",")
     if not caches or not set(caches) <= {"off", "cold", "warm"}:
         ap.error(f"--cache: expected off, cold or warm (comma-separated), got {args.cache!r}")
-    withouts = args.without.split(",")
-    # Without the cache a run is the same whatever the cache would hold: once, as "off".
-    configs = list(dict.fromkeys((w, "off" if w == "cache" else c) for w in withouts for c in caches))
+    pieces = [w for w in args.without.split(",") if w != "-"]
     before = machine()
     pythons = interpreters(args)
     runs: list[dict] = []
@@ -142,19 +178,20 @@ def main() -> None:
                              str(work / f"{name}-warm"))
             for i in range(args.rounds):
                 for name, python in pythons.items():
-                    for without, cache in configs:
-                        folder = {"off": "off", "cold": str(work / f"{name}-{without}-cold-{i}"),
+                    for n, (without, cache, sequence) in enumerate(_schedule(pieces, caches, i)):
+                        folder = {"off": "off", "cold": str(work / f"{name}-{i}-{n}-cold"),
                                   "warm": str(work / f"{name}-warm")}[cache]
-                        db = ready_sqlite(work / f"{name}-{without}-{cache}-{i}.db", python)
-                        runs.append({"code": name, "without": without, "cache": cache, "round": i,
-                                     **run_once(python, spec, db, args.threads, folder, without)})
+                        db = ready_sqlite(work / f"{name}-{i}-{n}.db", python)
+                        runs.append({"code": name, "without": without, "cache": cache, "sequence": sequence,
+                                     "round": i, **run_once(python, spec, db, args.threads, folder, without)})
                         print(runs[-1], file=sys.stderr, flush=True)
+    configs = dict.fromkeys((r["without"], r["cache"]) for r in runs)
     medians = {_label(name, without, cache): _medians([r for r in runs if r["code"] == name
                                                          and r["without"] == without and r["cache"] == cache])
                for name in pythons for without, cache in configs}
     emit("command", {"machine_before": before, "prompts": args.prompts, "models": args.models, "threads": args.threads,
-                     "latency_ms": args.latency_ms,
-                     "runs": runs, "medians": medians}, args.out)
+                     "latency_ms": args.latency_ms, "runs": runs, "medians": medians,
+                     **({"without": _without_ratios(runs)} if pieces else {})}, args.out)
 
 
 if __name__ == "__main__":
