@@ -1,16 +1,11 @@
 """Keep what a many-threaded process holds, and what its cyclic garbage collector walks, near what it uses.
 
-Two levers on glibc's allocator, both no-ops on another C library (musl, macOS):
-
-- `limit_heap_arenas`, before threads start. By default glibc gives threads that meet in malloc heaps
-  (arenas) of their own, up to eight per core, and each arena keeps the blocks freed in it: a
-  10,000-prompt embedded run's 50 threads grew the process by 51 MB during the calls, against 25 MB
-  with two arenas (benchmarks/results/HISTORY.md, session 11). Two are enough: the GIL serialises
-  most allocation anyway, and Python's own allocator serves the small objects.
-- `return_freed_memory`, after a burst of garbage. Creating a 10,000-fixture sweep parses every fixture
-  and frees most of what it built, but glibc keeps freed small blocks in its heap, so the run that
-  followed kept that high-water mark as its resident size (peak 273 MB, against 207 MB with the heap
-  trimmed once).
+One lever on glibc's allocator, a no-op on another C library (musl, macOS): `limit_heap_arenas`, before
+threads start. By default glibc gives threads that meet in malloc heaps (arenas) of their own, up to eight
+per core, and each arena keeps the blocks freed in it: a 10,000-prompt embedded run's peak RSS is 1.21 x
+as high without the limit (benchmarks/results/startup_pieces.json; benchmarks/results/HISTORY.md, session
+11). Two are enough: the GIL serialises most allocation anyway, and Python's own allocator serves the
+small objects.
 
 And one on Python's cyclic collector, `freeze_what_is_loaded`, once a command has imported what it needs.
 """
@@ -37,23 +32,12 @@ def _glibc(function: str):
         return None
 
 
-def _malloc_trim():
-    return _glibc("malloc_trim")
-
-
 def limit_heap_arenas() -> None:
     """At most HEAP_ARENAS malloc arenas from now on. An operator's own MALLOC_ARENA_MAX (which glibc
     reads at start) is left as it is."""
     mallopt = _glibc("mallopt")
     if mallopt is not None and "MALLOC_ARENA_MAX" not in os.environ:
         mallopt(_M_ARENA_MAX, HEAP_ARENAS)
-
-
-def return_freed_memory() -> None:
-    """Trim the C heap (a few milliseconds); a no-op where the C library has no malloc_trim."""
-    trim = _malloc_trim()
-    if trim is not None:
-        trim(0)
 
 
 def freeze_what_is_loaded() -> None:

@@ -21,7 +21,6 @@ from afpbench.workers.errors import RunCancelled, SweepNotFound
 from afpbench.workers.errors import SealMismatch as SealMismatch  # the resume route catches it as runs.SealMismatch
 from afpbench.workers.grading.judge_check import JudgeCheck, run_judge_check
 from afpbench.workers.limits.shared import require_shared_limiter
-from afpbench.workers.memory import return_freed_memory
 from afpbench.workers.planning.cost import cost_plan
 from afpbench.workers.planning.pilot import measured
 from afpbench.workers.planning.plan import Plan
@@ -92,10 +91,7 @@ def start_sweep(spec: SweepSpec, *, check_endpoints: bool = True, judge_check: b
         sweep = create_sweep(session, spec, inputs, plan.model_dump(mode="json"))
         sweep_id = sweep.id
     remember(sweep_id, sweep.spec, inputs, sweep.validity)
-    # Every fixture text read for the creation is now garbage (the run reads them from their rows): hand
-    # that memory back before the run, or it stays the process's resident size to the end.
-    del inputs, sweep
-    return_freed_memory()
+    del inputs, sweep  # every fixture text read for the creation: the run reads them from their rows
     release(sweep_id)
     return sweep_id
 

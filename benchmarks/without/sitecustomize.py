@@ -6,7 +6,6 @@ is imported (an import hook), so nothing is imported earlier than in a normal ru
     gate2   the fixture parse and validity gate on one process (gate_run.py never forks its helper)
     spool   fixture texts and parsed forms held in memory (fixtures/spool.py finds no temporary file)
     arenas  glibc's default malloc arenas (memory.limit_heap_arenas a no-op)
-    trim    no malloc_trim after a burst of garbage (memory.return_freed_memory a no-op)
     freeze  no gc.freeze after the imports (memory.freeze_what_is_loaded a no-op)
     broker  kombu's own in-memory transport, polled every 10 ms (not workers/memory_broker.py's woken one)
     replay  every message built by Celery's send_task (not workers/message_replay.py's replay)
@@ -58,7 +57,6 @@ _PATCHES = {
     "gate2": ("afpbench.workers.sweeps.gate_run", _gate2),
     "spool": ("afpbench.fixtures.spool", _spool),
     "arenas": ("afpbench.workers.memory", _noop("limit_heap_arenas")),
-    "trim": ("afpbench.workers.memory", _noop("return_freed_memory")),
     "freeze": ("afpbench.workers.memory", _noop("freeze_what_is_loaded")),
     "broker": ("afpbench.workers.memory_broker", _broker),
     "replay": ("afpbench.workers.message_replay", _replay),

@@ -31,7 +31,6 @@ from afpbench.scoring.rates import (
     rate_blocks,
 )
 from afpbench.workers.errors import SweepNotFound
-from afpbench.workers.memory import return_freed_memory
 from afpbench.workers.results.comparison_rows import paired_comparisons
 from afpbench.workers.results.human_decisions import human_decisions
 from afpbench.workers.results.reruns import reruns, superseded
@@ -72,13 +71,9 @@ def store_summary(sweep_id: str) -> ComputedSummary:
     claims it first, then calls this. Without the row the summary is computed and not stored.
     The per-fixture rows go to the column as JSON without ever being models (summary.FixtureRows).
     """
-    # A big run's last burst: what the cells freed goes back to the system before the computation, and
-    # what the computation freed before the write (the rows' text, and SQLite's two copies of it).
-    return_freed_memory()
     with session_scope() as session:
         computed = _compute(session, _sweep(session, sweep_id), interim=None)
         rows_json = computed.fixture_rows.json()
-        return_freed_memory()
         session.execute(update(Aggregate).where(col(Aggregate.sweep_id) == sweep_id)
                         .values(summary=JsonText(computed.head_json()),
                                 fixture_rows=JsonText(rows_json), finished_at=utcnow()))
