@@ -1,6 +1,7 @@
-"""Benchmark 3: a 100,000-cell sweep. Expansion (validity gate, seal, one transaction with every cell
-row) and enqueue (one message per released cell, to Redis DB 13), timed in a coordinator process of
-its own so its peak RSS is its own; then one worker drains messages for a while and its peak RSS is
+"""Benchmark 3: a 100,000-cell sweep (or 1,000,000: `--fixtures 1250 --models 50 --conditions A,B,C,D
+--repeats 4`). Expansion (validity gate, seal, one transaction with every cell row) and enqueue (one
+message per released cell, to Redis DB 13), timed in a coordinator process of its own so its peak RSS is
+its own; then one worker drains messages for a while and its peak RSS is
 read at intervals (flat memory = the same peak late as early).
 
     .venv/bin/python benchmarks/bench_scale.py [--fixtures 1000] [--models 100] [--conditions A]
