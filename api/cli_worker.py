@@ -93,6 +93,9 @@ def sim(
     malformed_rate: float = typer.Option(0.0),
     plain: bool = typer.Option(False, help="answer every prompt with one short text (throughput benchmarks)"),
     seed: int = typer.Option(0),
+    batch_delay_s: float = typer.Option(0.0, help="batch API: seconds a batch stays in progress"),
+    batch_error_rate: float = typer.Option(0.0, help="batch API: share of entries answered with an error"),
+    batch_expire_rate: float = typer.Option(0.0, help="batch API: share of batches that expire, half unrun"),
 ) -> None:
     """Serve a simulated OpenAI-compatible model (its output is labelled simulated everywhere)."""
     from afpbench.workers.sim.server import FaultConfig, SimConfig, serve_forever
@@ -106,6 +109,9 @@ def sim(
         content_filter_rate=content_filter_rate,
         malformed_rate=malformed_rate,
         seed=seed,
+        batch_delay_s=batch_delay_s,
+        batch_error_rate=batch_error_rate,
+        batch_expire_rate=batch_expire_rate,
     )
     console.print(f"sim (simulated model) on http://{host}:{port}/v1")
     serve_forever(SimConfig(faults=faults, plain=plain), host, port)

@@ -38,19 +38,16 @@ def progress_bar(console: Console, disable: bool = False) -> Iterator:
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        TextColumn("{task.fields[stages]}", markup=False),
         console=console,
         disable=disable,
         transient=False,
     )
     with bar:
-        task = bar.add_task("decided", total=None, stages="")
+        task = bar.add_task("cells", total=None)
 
-        def update(p) -> None:  # the bar counts decided cells; beside it, where the others stand
-            s = p.stages
+        def update(p) -> None:
             waiting = f" ({p.waiting_for_slot} waiting for a slot)" if p.waiting_for_slot else ""
-            bar.update(task, total=p.total, completed=p.done, description=f"decided{waiting}",
-                       stages=f"answering {s.answering} · answered {s.answered} · judging {s.judging}")
+            bar.update(task, total=p.total, completed=p.done, description=f"cells{waiting}")
 
         yield update
 
@@ -81,7 +78,6 @@ def _notes(overview: RunOverview) -> list[str]:
 
     notes = [
         condition_legend(overview.by_condition),
-        f"cells: {overview.stages.line()}",
         f"{overview.done}/{overview.cells} cells done, {overview.attempts} attempts; "
         f"seal {(overview.seal or '')[:16]}…; database {overview.database}",
     ]
@@ -90,7 +86,6 @@ def _notes(overview: RunOverview) -> list[str]:
                      "scored (a wait spends no attempt; AFP_SLOT_WAIT_S)")
     if overview.judges == []:
         notes.append(NO_JUDGES_NOTE)
-    notes += _human_notes(overview)
     balance = overview.exclusion_balance
     flagged = [f"{t.model} {t.comparison} FLAGGED (Fisher exact p = {t.p_value:.3g})"
                for t in balance.comparisons if t.flagged]
@@ -101,24 +96,11 @@ def _notes(overview: RunOverview) -> list[str]:
     return notes
 
 
-def _human_notes(overview: RunOverview) -> list[str]:
-    """Human decisions made and disputes awaiting one: a reader sees that people set some states."""
-    out = []
-    if overview.human_decisions:
-        n = overview.human_decisions
-        out.append(f"human decisions: {n} (`afpbench cells` marks the cells, the report lists each)"
-                   if n != 1 else "human decisions: 1 (`afpbench cells` marks the cell, the report lists it)")
-    awaiting = overview.by_state.get("GRADER_DISPUTE", 0)
-    if awaiting:
-        out.append(f"awaiting a human decision: {awaiting} GRADER_DISPUTE (`afpbench adjudicate list`)")
-    return out
-
-
 def summary_table(overview: RunOverview) -> Group:
     """The end-of-run and `status` summary (a rich renderable) of workers/results/tables.py's
     TERMINAL_TABLES. It fits 80 columns."""
     from afpbench.workers.results.summary import PendingComparison
-    from afpbench.workers.results.tables import COMPARISONS, TERMINAL_TABLES
+    from afpbench.workers.results.tables import BATCHES, COMPARISONS, TERMINAL_TABLES
 
     label = " [yellow](SIMULATED model output)[/yellow]" if overview.simulated else ""
     title = Text.from_markup(f"[bold]sweep {overview.sweep_id}[/bold] — ")
@@ -136,5 +118,7 @@ def summary_table(overview: RunOverview) -> Group:
         rendered = table.render(overview, narrow=True)
         if rendered.rows:
             parts += [Text(""), _rich_table(rendered)]
+    if overview.batches:  # the batch lane's batches and their state
+        parts += [Text(""), _rich_table(BATCHES.render(overview.batches, narrow=True))]
     parts += [Text(""), *(Text(note, style="dim") for note in _notes(overview))]
     return Group(*parts)

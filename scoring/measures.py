@@ -164,7 +164,7 @@ class TokenCounts(Contract):
 
 
 class PerMillion(Protocol):
-    """Declared US dollars per million tokens (workers.sweeps.spec.Prices has this shape)."""
+    """Declared US dollars per million tokens (workers.sweeps.prices.Prices has this shape)."""
 
     @property
     def input_per_mtok(self) -> float: ...

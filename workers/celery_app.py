@@ -31,6 +31,7 @@ EXECUTE = "afpbench.execute"
 SCORE = "afpbench.score"
 AGGREGATE = "afpbench.aggregate"
 RECONCILE = "afpbench.reconcile"
+BATCHES = "afpbench.batches"  # submit and poll the batch lane's provider batches (workers/cells/batch_poll.py)
 
 
 def make_app() -> Celery:
@@ -79,6 +80,7 @@ def make_app() -> Celery:
         beat_schedule={
             "reconcile": {"task": RECONCILE, "schedule": settings.reconcile_interval_s,
                           "options": {"queue": "control"}},
+            "batches": {"task": BATCHES, "schedule": settings.batch_poll_s, "options": {"queue": "control"}},
         },
     )
     return app
@@ -222,13 +224,13 @@ Message = tuple[str, list, str] | tuple[str, list, str, str] | tuple[str, list, 
 
 
 def send(task_name: str, args: list, queue: str, label: str | None = None,
-         limits: dict[str, int] | None = None) -> None:
+         limits: dict[str, int] | None = None, countdown: float | None = None) -> None:
     """Send one task message by its registered name (`label`: its Flower argsrepr, see publish;
-    `limits`: its time limits, else the app's defaults)."""
+    `limits`: its time limits, else the app's defaults; `countdown`: seconds before it may run)."""
     options: _Labelled = {"argsrepr": label} if label else {}
     if limits:
         options.update(limits)  # type: ignore[typeddict-item]  # keys are time_limit, soft_time_limit
-    app.send_task(task_name, args=args, queue=queue, **options)
+    app.send_task(task_name, args=args, queue=queue, countdown=countdown, **options)
 
 
 # The embedded mode's second process (workers/embedded_pair.py) takes its share of the messages here:

@@ -69,6 +69,13 @@ class Settings(BaseSettings):
     # its worker thread back and waits as a retried message. A wait is never a failed try
     # (workers/grading/scorer.py:_wait_for_slot).
     slot_wait_s: float = Field(default=60.0, gt=0, le=3600)
+    # The batch lane (workers/cells/batch_release.py, batch_poll.py): how often a pending batch is polled,
+    # how long one poller holds a batch (longer than a submission or a results read takes; a poller killed
+    # mid-look delays its batch by at most this), and at most how many cells one batch carries (also
+    # within the provider's own limits).
+    batch_poll_s: float = Field(default=30.0, gt=0, le=3600)
+    batch_hold_s: float = Field(default=300.0, gt=0, le=86400)
+    batch_max_entries: int = Field(default=1000, ge=1, le=100_000)
 
     @property
     def embedded(self) -> bool:

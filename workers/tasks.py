@@ -12,13 +12,15 @@ import socket
 
 from sqlalchemy.exc import InterfaceError, OperationalError
 
-from afpbench.workers.celery_app import AGGREGATE, EXECUTE, RECONCILE, SCORE, app, send
+from afpbench.workers.celery_app import AGGREGATE, BATCHES, EXECUTE, RECONCILE, SCORE, app, send
+from afpbench.workers.cells.batch_poll import advance_batches
 from afpbench.workers.cells.completion import sweep_of_cell
-from afpbench.workers.cells.decisions import RetryLater, ScoreNext
+from afpbench.workers.cells.decisions import ExecutionDecision, RetryLater, ScoreNext
 from afpbench.workers.cells.execution import execute_cell
 from afpbench.workers.cells.finish import finish_if_done
 from afpbench.workers.cells.reconciler import reconcile_sweeps
 from afpbench.workers.grading.scorer import RejudgeLater, score_cell
+from afpbench.workers.providers.families import family_of
 from afpbench.workers.results.aggregation import store_summary
 from afpbench.workers.settings import get_settings
 
@@ -115,3 +117,23 @@ def aggregate(self, sweep_id: str) -> str:
 @app.task(name=RECONCILE, bind=True, acks_late=True)
 def reconcile(self, sweep_id: str | None = None) -> int:
     return reconcile_sweeps(sweep_id)
+
+
+@app.task(name=BATCHES, bind=True, acks_late=True)
+def batches(self, sweep_id: str | None = None) -> int:
+    """Submit, poll and record the batch lane's due batches (workers/cells/batch_poll.py)."""
+    worker = _worker_name(self)
+
+    def route(cell_id: int, provider: str, decision: ExecutionDecision) -> None:
+        # A batch entry's decision goes where an execute task's would: scoring, a sync retry, or the finish.
+        if isinstance(decision, RetryLater):
+            send(EXECUTE, [cell_id], family_of(provider).queue, countdown=_countdown(decision.delay_s))
+        elif isinstance(decision, ScoreNext):
+            send(SCORE, [cell_id], "score", None, decision.limits.options() if decision.limits else None)
+        elif decision.sweep_open is not True:
+            _finish(cell_id, self, decision.sweep_id)
+
+    try:
+        return advance_batches(sweep_id, worker, route)
+    except DATABASE_UNAVAILABLE as exc:
+        raise _retry_database(self, exc) from exc

@@ -32,6 +32,7 @@ def running_workers(
     concurrency: int = 4,
     queues: str | None = None,
     pool: str = "threads",
+    beat: bool = False,
 ):
     procs = []
     for name in names:
@@ -48,8 +49,10 @@ def running_workers(
         ]
         if queues:
             args.append(f"--queues={queues}")
+        if beat:  # the periodic tasks too; celery beat keeps its schedule file in the working directory
+            args.append("--beat")
         proc = subprocess.Popen(
-            args, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            args, cwd=log_dir if beat else REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
         procs.append((proc, log))
     try:

@@ -76,7 +76,7 @@ def _run_calculator(result: AdapterResult, round_no: int, numeric: NumericSpec |
     return records, messages
 
 
-def _round_record(result: AdapterResult, sent: bool = True) -> dict:
+def round_record(result: AdapterResult, sent: bool = True) -> dict:
     return {
         "sent": sent,
         "request": result.request_sent,
@@ -148,13 +148,13 @@ def converse(
         estimate = estimate_tokens(messages, model.params)
         if hold is not None and hold.lost:
             result = _not_sent(round_no, "the lease was taken over by another claim")
-            rounds.append(_round_record(result, sent=False))
+            rounds.append(round_record(result, sent=False))
             break
         if round_no > 1 and hold is not None and is_cancelled(cell.sweep_id):
             # Nothing is sent after a cancel; the record says why the conversation stopped here. Round
             # one needs no read of its own: the claim just before it refuses a cancelled sweep's cell.
             result = _not_sent(round_no, "the sweep was cancelled")
-            rounds.append(_round_record(result, sent=False))
+            rounds.append(round_record(result, sent=False))
             break
         if round_no > 1:
             # The thread pool does not enforce Celery's hard time limit, so the conversation does: a
@@ -171,19 +171,19 @@ def converse(
                        f"AFP_MAX_TOOL_ROUNDS")
                 final = f"the declared time limits cannot fit model {model.display}'s conversation"
                 result = replace(incomplete(why), final=final)
-                rounds.append(_round_record(result, sent=False))
+                rounds.append(round_record(result, sent=False))
                 break
             budget = min(settings.tool_round_wait_s, spare)
             grant = _round_slot(limiter, pool, limits, estimate, holding, budget, slot_lease_s(model))
             if not grant.granted:
                 result = incomplete(f"no rate slot for round {round_no} within {budget:g} s "
                                     f"({grant.reason or 'limiter'})")
-                rounds.append(_round_record(result, sent=False))
+                rounds.append(round_record(result, sent=False))
                 break
             if hold is not None and hold.lost:  # lost while waiting for the slot
                 limiter.release(pool, grant.lease)
                 result = _not_sent(round_no, "the lease was taken over by another claim while waiting")
-                rounds.append(_round_record(result, sent=False))
+                rounds.append(round_record(result, sent=False))
                 break
             lease = grant.lease
         else:
@@ -197,7 +197,7 @@ def converse(
             limiter.release(pool, lease, taken, used if result.usage.input_tokens is not None else None)
         if result.outcome in (OutcomeClass.rate_limited, OutcomeClass.overloaded):
             limiter.cool_down(pool, result.retry_after_s or 1.0)
-        rounds.append(_round_record(result))
+        rounds.append(round_record(result))
         for key, value in (
             ("input", result.usage.input_tokens),
             ("output", result.usage.output_tokens),
@@ -227,7 +227,7 @@ def converse(
         assert result is not None
         if result.outcome == OutcomeClass.tool_call and prompt.tools:
             result = incomplete(f"still calling the calculator after max_tool_rounds = {settings.max_tool_rounds}")
-            rounds.append(_round_record(result, sent=False))  # the verdict on the try, not a request
+            rounds.append(round_record(result, sent=False))  # the verdict on the try, not a request
     assert result is not None
     return result, rounds, tool_records, tokens
 

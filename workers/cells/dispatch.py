@@ -18,12 +18,14 @@ from sqlalchemy import func, update
 from sqlmodel import Session, col, select
 
 from afpbench.workers.celery_app import EXECUTE, SCORE, publish
+from afpbench.workers.cells.batch_release import form_batches, kick_due
 from afpbench.workers.cells.budget import allowance, stop_if_spent
 from afpbench.workers.providers.families import family_of
 from afpbench.workers.settings import get_settings
 from afpbench.workers.store.db import session_scope
 from afpbench.workers.store.models import Cell, Phase, Sweep, SweepStatus, utcnow
 from afpbench.workers.sweeps.inputs import inputs_for
+from afpbench.workers.sweeps.lanes import batch_models, tool_fixture_ids
 from afpbench.workers.sweeps.spec import ModelSpec
 from afpbench.workers.sweeps.time_limits import scoring_limits, sweep_execution_limits
 
@@ -92,14 +94,22 @@ def release(sweep_id: str) -> int:
         unpaced = sum(1 for model in inputs.spec.models if not model.limits.requests_per_min)
         rooms = [(model, window_for(model, unpaced) - busy.get(model.model_hash, 0),
                   sweep_execution_limits(inputs, model, settings).options()) for model in inputs.spec.models]
+    # A budgeted sweep stays on the sync lane: its budget counts spend and calls in flight per call
+    # (workers/cells/budget.py), which a batch waiting up to 24 h would escape.
+    batching = batch_models(inputs) if inputs.spec.budget is None else []
+    if batching:  # the batch lane's cells go into provider batches, not the window (batch_release.py)
+        form_batches(sweep_id, inputs)
+        kick_due(sweep_id)
+    tools = tool_fixture_ids(sweep_id, inputs) if batching else frozenset()
     chosen: list[tuple[int, str, str, dict[str, int]]] = []
     with session_scope() as session:
         budget = allowance(session, sweep_id, inputs)  # None without a budget (workers/cells/budget.py)
         for model, room, limits in rooms:
             if budget is not None:
                 room = min(room, budget.cells.get(model.model_hash, 0))
-            if room > 0:
-                chosen += _queue_pending(session, sweep_id, model, room, limits, balanced=budget is not None)
+            if room > 0 and (model not in batching or tools):  # a batch-lane model's tool fixtures stay sync
+                chosen += _queue_pending(session, sweep_id, model, room, limits, balanced=budget is not None,
+                                         only=tools if model in batching else None)
         if budget is not None and not chosen:
             stop_if_spent(session, sweep_id, budget)
     # Sent after the commit: a worker that receives the id finds the row queued.
@@ -109,19 +119,18 @@ def release(sweep_id: str) -> int:
 
 
 def _queue_pending(session: Session, sweep_id: str, model: ModelSpec, room: int, limits: dict[str, int],
-                   balanced: bool = False) -> list[tuple[int, str, str, dict[str, int]]]:
+                   balanced: bool = False,
+                   only: frozenset[str] | None = None) -> list[tuple[int, str, str, dict[str, int]]]:
     """Up to `room` of the model's pending cells made queued, lowest ids first; their messages' parts.
     `balanced` (a budgeted sweep): repeat by repeat, fixture by fixture, every condition together, so that
-    a budget reached leaves whole matched units run and the conditions alike (not condition D unrun)."""
+    a budget reached leaves whole matched units run and the conditions alike (not condition D unrun).
+    `only`: of these fixtures (a batch-lane model's sync cells)."""
     order = [col(Cell.repeat), col(Cell.fixture_id), col(Cell.condition), col(Cell.id)] if balanced else [col(Cell.id)]
-    ids = list(
-        session.exec(
-            select(Cell.id)
-            .where(Cell.sweep_id == sweep_id, Cell.model_hash == model.model_hash, Cell.phase == Phase.pending)
-            .order_by(*order)
-            .limit(room)
-        )
-    )
+    query = select(Cell.id).where(Cell.sweep_id == sweep_id, Cell.model_hash == model.model_hash,
+                                  Cell.phase == Phase.pending)
+    if only is not None:
+        query = query.where(col(Cell.fixture_id).in_(only))
+    ids = list(session.exec(query.order_by(*order).limit(room)))
     if not ids:
         return []
     moved = session.execute(

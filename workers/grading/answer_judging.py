@@ -33,10 +33,8 @@ class ReportSeat:
         return judge_call(judge, messages, f"fixtures-check|{self.fixture_key}|judge{judge_round}", wanted)
 
     def keep(self, attempt: JudgeTry) -> None:
-        call = attempt.call  # the judge's own text is kept: a reader checks the verdict against it
         record: dict[str, Any] = {"judge": attempt.judge.display, "round": attempt.judge_round,
-                                  "error": attempt.error, "retry_change": attempt.retry_change, "text": call.text,
-                                  "finish_reason": call.finish_reason, "latency_ms": call.latency_ms}
+                                  "error": attempt.error, "retry_change": attempt.retry_change}
         if attempt.judgement is not None:
             record |= {"scores": attempt.judgement.scores, "flagged": attempt.judgement.flagged()}
         self.tries.append(record)

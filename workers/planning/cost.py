@@ -36,7 +36,8 @@ from afpbench.workers.providers.base import Adapter
 from afpbench.workers.providers.families import adapter_for
 from afpbench.workers.sweeps.coordinator import PLAN
 from afpbench.workers.sweeps.inputs import SweepInputs
-from afpbench.workers.sweeps.spec import ModelSpec, Prices, SweepSpec
+from afpbench.workers.sweeps.prices import Prices
+from afpbench.workers.sweeps.spec import ModelSpec, SweepSpec
 
 DEFAULT_OUTPUT_TOKENS = 1024
 DEFAULT_SWAP_SHARE = 0.25

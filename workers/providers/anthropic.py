@@ -12,6 +12,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from afpbench.workers.providers.anthropic_batch import AnthropicBatch
 from afpbench.workers.providers.base import Adapter
 from afpbench.workers.providers.classify import (
     assemble,
@@ -116,7 +117,7 @@ def _usage(body: dict) -> Usage:
     )
 
 
-class AnthropicAdapter(Adapter):
+class AnthropicAdapter(Adapter, AnthropicBatch):  # the batch API where the provider row offers it
     # No reasoning count is reported (reasoning_tokens None), so there is nothing to take out of output.
     usage_counting = UsageCounting(cached_inside_input=False, reasoning_inside_output=False)
 
@@ -127,6 +128,9 @@ class AnthropicAdapter(Adapter):
 
     def auth_headers(self, key: str) -> dict[str, str]:
         return {"x-api-key": key}
+
+    def version_headers(self) -> dict[str, str]:
+        return {"anthropic-version": API_VERSION}
 
     def probe(self, endpoint: Endpoint) -> ProbeRequest:
         key = key_for(endpoint)

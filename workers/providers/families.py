@@ -48,7 +48,7 @@ FAMILIES: dict[str, Family] = {
 PROVIDERS: dict[str, Provider] = {
     p.name: p
     for p in (
-        Provider("openai", "openai", "https://api.openai.com/v1", structured_output="strict_subset"),
+        Provider("openai", "openai", "https://api.openai.com/v1", structured_output="strict_subset", batch=True),
         Provider("openai-compatible", "openai", None),  # llama.cpp server and vLLM honour json_schema
         Provider("vllm", "openai", None),
         Provider("ollama", "openai", "http://127.0.0.1:11434/v1"),
@@ -57,10 +57,15 @@ PROVIDERS: dict[str, Provider] = {
         # {resource}/openai/v1
         Provider("azure-openai", "openai", None, auth_header="api-key", lists_models=False,
                  structured_output="strict_subset"),
-        Provider("anthropic", "anthropic", "https://api.anthropic.com"),
-        Provider("gemini", "gemini", "https://generativelanguage.googleapis.com"),
-        # The simulated provider speaks Chat Completions; its output is labelled simulated everywhere.
-        Provider("sim", "sim", None, simulated=True),
+        Provider("anthropic", "anthropic", "https://api.anthropic.com", batch=True),
+        Provider("gemini", "gemini", "https://generativelanguage.googleapis.com", batch=True),
+        # The simulated provider speaks Chat Completions (and OpenAI's batch API); its output is labelled
+        # simulated everywhere.
+        Provider("sim", "sim", None, simulated=True, batch=True),
+        # The simulator in the Anthropic and Gemini shapes (text answers; their batch APIs too), for the
+        # batch lane's tests of those families without a key.
+        Provider("sim-anthropic", "anthropic", None, simulated=True, batch=True),
+        Provider("sim-gemini", "gemini", None, simulated=True, batch=True),
     )
 }
 

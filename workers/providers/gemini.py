@@ -25,6 +25,7 @@ from afpbench.workers.providers.classify import (
     parse_duration,
     status_class,
 )
+from afpbench.workers.providers.gemini_batch import GeminiBatch
 from afpbench.workers.providers.gemini_request import split_params, to_gemini_contents
 from afpbench.workers.providers.semantics import gemini_quota_exhausted, is_context_error
 from afpbench.workers.providers.structured import gemini_schema, schema_for, sent_params, structured_mode
@@ -93,7 +94,7 @@ def _error_reason(err: dict) -> str | None:
     return None
 
 
-class GeminiAdapter(Adapter):
+class GeminiAdapter(Adapter, GeminiBatch):  # the batch API where the provider row offers it
     usage_counting = UsageCounting(cached_inside_input=True, reasoning_inside_output=False)
 
     def api_root(self, endpoint: Endpoint) -> str:

@@ -23,6 +23,7 @@ from afpbench.workers.providers.classify import (
     status_class,
     tool_call_from_raw,
 )
+from afpbench.workers.providers.openai_batch import OpenAIBatch
 from afpbench.workers.providers.openai_listing import listing_finding
 from afpbench.workers.providers.semantics import is_context_error, is_quota_error
 from afpbench.workers.providers.structured import schema_for, sent_params, structured_mode
@@ -124,7 +125,7 @@ def _usage(body: dict) -> Usage:
     )
 
 
-class OpenAICompatAdapter(Adapter):
+class OpenAICompatAdapter(Adapter, OpenAIBatch):  # the batch API where the provider row offers it
     usage_counting = UsageCounting(cached_inside_input=True, reasoning_inside_output=True)
 
     def api_root(self, endpoint: Endpoint) -> str:

@@ -28,6 +28,8 @@ class Provider:
     # (the full schema, length caps included), "strict_subset" (OpenAI strict mode refuses length
     # keywords), "off" (prompt-only: support depends on the model behind the endpoint).
     structured_output: str = "json_schema"
+    # Whether the provider offers its family's batch API (workers/providers/batch.py; the spec's `lane`).
+    batch: bool = False
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from afpbench.scoring.comparisons import PSource
 from afpbench.scoring.measures import Dimensions, FatalByCriterion, OutputTokens, TokenCounts
 from afpbench.scoring.power_reading import ComparisonReading
 from afpbench.scoring.rates import Contract, HighRiskReadiness, NoPairs, PairedTest, RateBlock
-from afpbench.workers.sweeps.spec import Prices
+from afpbench.workers.sweeps.prices import Prices
 
 Row = TypeVar("Row", bound=RateBlock)
 

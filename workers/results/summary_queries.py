@@ -5,7 +5,7 @@ units of the paired comparisons: comparison_rows.py). Python only ever sees grou
 
 from __future__ import annotations
 
-from sqlalchemy import ColumnElement, exists, func, select
+from sqlalchemy import ColumnElement, case, exists, func, select
 from sqlalchemy.orm import aliased
 from sqlmodel import Session, col
 
@@ -75,18 +75,24 @@ def scored_groups(session: Session, sweep_id: str) -> list[ScoredGroup]:
 
 def sweep_cost(session: Session, sweep_id: str, models: dict[str, ModelSpec], labels: dict[str, str],
                judges: list[ModelSpec] | None = None) -> Cost:
-    """Tokens and US dollars per model (every attempt, retries included) and per judge (every judge call)."""
+    """Tokens and US dollars per model (every attempt, retries included) and per judge (every judge call).
+    A model's attempt that rode in a provider batch (its worker is "batch:<id>", cells/batch_release.py) is
+    priced at the batch prices where declared."""
     kinds = {"input": Attempt.input_tokens, "output": Attempt.output_tokens, "cached": Attempt.cached_tokens,
              "reasoning": Attempt.reasoning_tokens}
-    q = (select(col(Cell.model_hash), func.count(col(Attempt.id)).label("attempts"),
+    batched = case((col(Attempt.worker).like("batch:%"), 1), else_=0).label("batched")
+    q = (select(col(Cell.model_hash), batched, func.count(col(Attempt.id)).label("attempts"),
                 *[func.coalesce(func.sum(column), 0).label(kind) for kind, column in kinds.items()])
-         .join(Cell, col(Cell.id) == Attempt.cell_id).where(col(Cell.sweep_id) == sweep_id).group_by(Cell.model_hash))
-    rows = []
+         .join(Cell, col(Cell.id) == Attempt.cell_id).where(col(Cell.sweep_id) == sweep_id)
+         .group_by(Cell.model_hash, batched))
+    lanes: dict[str, list[CostRow]] = {}
     for r in session.execute(q).all():
         row = r._mapping
         tokens = TokenCounts.model_validate({kind: int(row[kind]) for kind in kinds})
-        rows.append(_cost_row(labels.get(r.model_hash, r.model_hash), r.model_hash, r.attempts, tokens,
-                              models.get(r.model_hash)))
+        lanes.setdefault(r.model_hash, []).append(_cost_row(labels.get(r.model_hash, r.model_hash), r.model_hash,
+                                                            r.attempts, tokens, models.get(r.model_hash),
+                                                            batch_lane=bool(r.batched)))
+    rows = [_summed(parts) for parts in lanes.values()]
     by_label = {j.display: j for j in judges or []}
     jq = (select(col(JudgementRow.judge_label), func.count(col(JudgementRow.id)).label("calls"),
                  func.coalesce(func.sum(JudgementRow.input_tokens), 0).label("input"),
@@ -102,7 +108,18 @@ def sweep_cost(session: Session, sweep_id: str, models: dict[str, ModelSpec], la
     return Cost(by_model=rows, by_judge=judge_rows, sweep_usd=total, rule=COST_RULE)
 
 
-def _cost_row(label: str, model_hash: str, calls: int, tokens: TokenCounts, model: ModelSpec | None) -> CostRow:
+def _cost_row(label: str, model_hash: str, calls: int, tokens: TokenCounts, model: ModelSpec | None,
+              batch_lane: bool = False) -> CostRow:
+    if model is None:
+        return CostRow(model=label, model_hash=model_hash, attempts=calls, tokens=tokens, usd=None, prices=None)
+    prices = model.prices.on_batch_lane() if batch_lane else model.prices
     return CostRow(model=label, model_hash=model_hash, attempts=calls, tokens=tokens,
-                   usd=token_cost(adapter_for(model.provider).usage_counting, model.prices, tokens) if model else None,
-                   prices=model.prices if model else None)
+                   usd=token_cost(adapter_for(model.provider).usage_counting, prices, tokens), prices=model.prices)
+
+
+def _summed(parts: list[CostRow]) -> CostRow:
+    """A model's rows of its two lanes as one."""
+    tokens = TokenCounts.model_validate({k: sum(getattr(p.tokens, k) for p in parts)
+                                         for k in ("input", "output", "cached", "reasoning")})
+    usd = None if parts[0].usd is None else sum(p.usd or 0.0 for p in parts)
+    return parts[0].model_copy(update={"attempts": sum(p.attempts for p in parts), "tokens": tokens, "usd": usd})

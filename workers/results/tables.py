@@ -20,6 +20,7 @@ from typing import NamedTuple
 from afpbench.scoring.balance import BalanceTest, ExclusionShare
 from afpbench.scoring.measures import MEANS, ConditionScores
 from afpbench.scoring.rates import EXCLUDED, LackingGroup, RateBlock
+from afpbench.workers.results.batch_listing import BatchState
 from afpbench.workers.results.summary import (
     Comparison,
     FixtureConditionRow,
@@ -47,6 +48,7 @@ from afpbench.workers.results.table_spec import (
     TEXT,
     USD,
     Column,
+    Format,
     Table,
 )
 from afpbench.workers.results.trail_tables import HUMAN_DECISIONS, RERUNS, WRITTEN_TOOL_CALLS
@@ -257,6 +259,23 @@ EXCLUSION_TESTS = Table[BalanceTest](
 
 
 # ---------------------------------------------------------------- where each table is shown
+
+# ---------------------------------------------------------------- the batch lane (live, not the summary)
+BATCHES = Table[BatchState](
+    "batches", "Provider batches",
+    (Column("id", "batch", attrgetter("id"), COUNT),
+     MODEL,
+     Column("status", "status", attrgetter("status"), LABEL),
+     Column("provider_status", "provider's status", attrgetter("provider_status"), LABEL, short="says",
+            legend=True),
+     Column("entries", "entries", attrgetter("entries"), COUNT, short="n"),
+     Column("recorded", "recorded", attrgetter("recorded"), COUNT, short="rec", legend=True),
+     Column("answered", "answered", attrgetter("answered"), COUNT, short="ans", legend=True),
+     Column("expires_at", "expires", attrgetter("expires_at"), Format("{:%Y-%m-%d %H:%M} UTC".format, numeric=False)),
+     Column("provider_batch_id", "provider's batch id", attrgetter("provider_batch_id"), TEXT, wide=True),
+     Column("error", "last error", attrgetter("error"), TEXT, wide=True)),
+    lambda batches: batches,  # rows: the sweep's BatchState list (batch_listing.py), given as it is
+    "status: created, submitted, ended, failed; an entry not answered is recorded with its cause and sent again sync")
 
 REPORT_TABLES = (RATES, FIXTURE_RATES, COMPARISONS, DIMENSIONS, FATAL, TOKENS, COST, HIGH_RISK,
                  EXCLUSION_SHARES, EXCLUSION_TESTS, HUMAN_DECISIONS, WRITTEN_TOOL_CALLS, RERUNS)

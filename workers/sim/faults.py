@@ -32,10 +32,15 @@ class FaultConfig:
     content_filter_rate: float = 0
     malformed_rate: float = 0
     seed: int = 0
+    # The batch API (batches.py): how long a batch stays in progress, the share of its entries that fail,
+    # the share of batches that expire with half their entries unrun.
+    batch_delay_s: float = 0
+    batch_error_rate: float = 0
+    batch_expire_rate: float = 0
 
     def __post_init__(self) -> None:
-        if self.latency_ms < 0 or self.latency_jitter_ms < 0 or self.timeout_s < 0:
-            raise ValueError("latency_ms, latency_jitter_ms and timeout_s must be >= 0")
+        if self.latency_ms < 0 or self.latency_jitter_ms < 0 or self.timeout_s < 0 or self.batch_delay_s < 0:
+            raise ValueError("latency_ms, latency_jitter_ms, timeout_s and batch_delay_s must be >= 0")
         if self.rate_per_min is not None and self.rate_per_min <= 0:
             raise ValueError("rate_per_min must be > 0 (or None for no rate limit)")
         if self.burst < 1:
@@ -45,6 +50,8 @@ class FaultConfig:
             "timeout_rate": self.timeout_rate,
             "content_filter_rate": self.content_filter_rate,
             "malformed_rate": self.malformed_rate,
+            "batch_error_rate": self.batch_error_rate,
+            "batch_expire_rate": self.batch_expire_rate,
         }
         bad = {k: v for k, v in rates.items() if not 0 <= v <= 1}
         if bad:

@@ -10,6 +10,7 @@ import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from afpbench.workers.sim.batches import BatchBook
 from afpbench.workers.sim.engine import SimEngine, conversation_key
 from afpbench.workers.sim.faults import (
     Admission,
@@ -20,6 +21,7 @@ from afpbench.workers.sim.faults import (
     latency_s,
     retry_after_value,
 )
+from afpbench.workers.sim.shape_routes import route_get, route_post
 from afpbench.workers.sim.stats import SimStats
 from afpbench.workers.sim.wire import FINGERPRINT, completion_body, error_body, served_model
 
@@ -34,6 +36,7 @@ class ServerState:
     faults: FaultConfig
     engine: SimEngine
     injector: FaultInjector
+    batches: BatchBook
     stats: SimStats = field(default_factory=SimStats)
     stopping: threading.Event = field(default_factory=threading.Event)
 
@@ -88,6 +91,8 @@ class SimHandler(BaseHTTPRequestHandler):
             )
         elif self.path == "/_sim/stats":
             self._json(200, state.stats.snapshot())
+        elif (answer := route_get(state.batches, self.path.rstrip("/"), self._root())) is not None:
+            self._answer(*answer)
         else:
             self._json(404, error_body(f"no route GET {self.path}", "invalid_request_error", "not_found"))
 
@@ -101,8 +106,19 @@ class SimHandler(BaseHTTPRequestHandler):
         elif self.path.rstrip("/") == "/v1/chat/completions":
             state.stats.add("requests")
             self._chat(state, raw)
+        elif (answer := route_post(state.batches, state.engine, self.path.rstrip("/"),
+                                   self.headers.get("Content-Type") or "", raw, self.headers.get(CELL_HEADER))):
+            if answer[0] == 200 and "batch" in self.path.lower():
+                state.stats.add("batches")
+            self._answer(*answer)
         else:
             self._json(404, error_body(f"no route POST {self.path}", "invalid_request_error", "not_found"))
+
+    def _answer(self, status: int, body: dict | bytes) -> None:
+        self._json(status, body) if isinstance(body, dict) else self._send(status, body)
+
+    def _root(self) -> str:
+        return f"http://{self.headers.get('Host') or '127.0.0.1'}/v1"
 
     def _reject(self, state: ServerState, status: int, body: dict, headers: dict[str, str] | None = None) -> None:
         state.stats.status(status)

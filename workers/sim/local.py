@@ -17,7 +17,7 @@ log = logging.getLogger("afpbench.sim")
 
 
 def needs_local_sim(models: Iterable[ModelSpec]) -> bool:
-    return any(m.provider == "sim" and not m.base_url for m in models)
+    return any(m.simulated and not m.base_url for m in models)
 
 
 def start_local_sim(stack: ExitStack, settings: Settings) -> str:

@@ -1,6 +1,7 @@
 """The simulated OpenAI-compatible model server (stdlib HTTP, one daemon thread per connection).
 
-Endpoints: POST /v1/chat/completions, GET /v1/models, GET /_sim/stats, POST /_sim/reset.
+Endpoints: POST /v1/chat/completions, GET /v1/models, GET /_sim/stats, POST /_sim/reset, and OpenAI's
+batch API (POST /v1/files, POST /v1/batches, GET /v1/batches/{id}, GET /v1/files/{id}/content: batches.py).
 Everything it answers is labelled simulated: the served model is "sim-<requested model>", the body's
 system_fingerprint is "afpbench-sim" and every response has the header X-Afpbench-Simulated: 1.
 The order for a chat request: rate limit (429 costs no token) -> latency -> injected fault or answer
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 
 from afpbench.fixtures.loader import load_fixtures
 from afpbench.reference.loader import ReferenceFileError, load_instructions, load_judge_prompt
+from afpbench.workers.sim.batches import BatchBook
 from afpbench.workers.sim.canned import load_canned
 from afpbench.workers.sim.engine import SimEngine
 from afpbench.workers.sim.faults import FaultConfig, FaultInjector
@@ -82,8 +84,9 @@ class SimServer:
     def start(self) -> SimServer:
         if self._httpd is not None:
             return self
-        state = ServerState(self.config.faults, build_engine(self.config),
-                            FaultInjector(self.config.faults, self._clock))
+        engine = build_engine(self.config)
+        state = ServerState(self.config.faults, engine, FaultInjector(self.config.faults, self._clock),
+                            BatchBook(self.config.faults, engine))
         httpd = SimHTTPServer((self.host, self.port), SimHandler)
         httpd.state = state
         self.port = httpd.server_address[1]

@@ -30,6 +30,7 @@ class SimStats:
             "malformed": 0,
             "judge_requests": 0,
             "tool_calls": 0,
+            "batches": 0,  # batches created through the batch API (batches.py)
             "tokens": {"prompt": 0, "completion": 0, "total": 0},
         }
 

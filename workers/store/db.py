@@ -20,7 +20,10 @@ from sqlmodel import Session, create_engine
 
 from afpbench.workers.errors import DatabaseConfigError, ServiceUnavailable
 from afpbench.workers.settings import get_settings
-from afpbench.workers.store import models  # noqa: F401  (registers the tables)
+from afpbench.workers.store import (
+    batch_models,  # noqa: F401  (the batch lane's tables)
+    models,  # noqa: F401  (registers the tables)
+)
 from afpbench.workers.store.schema_version import at_head
 from afpbench.workers.store.sqlite_writers import serialise_sqlite_writers, sqlite_pragmas
 

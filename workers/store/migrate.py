@@ -28,7 +28,10 @@ from sqlmodel import SQLModel
 
 from afpbench.workers.errors import SchemaAhead, SchemaBehind, SchemaMismatch
 from afpbench.workers.settings import get_settings
-from afpbench.workers.store import models  # noqa: F401  (registers the tables on SQLModel.metadata)
+from afpbench.workers.store import (
+    batch_models,  # noqa: F401  (the batch lane's tables)
+    models,  # noqa: F401  (registers the tables on SQLModel.metadata)
+)
 from afpbench.workers.store.schema_version import MIGRATIONS_DIR, VERSION_TABLE
 
 # The revision that creates the tables below; a database holding exactly these tables without a version

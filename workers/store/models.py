@@ -42,6 +42,7 @@ class Phase(StrEnum):
     pending = "pending"  # row exists, not yet released to the queue
     queued = "queued"  # message sent
     executing = "executing"  # a worker holds the lease
+    batched = "batched"  # its attempt rides in a provider batch (workers/store/batch_models.py)
     awaiting_score = "awaiting_score"  # raw output stored, scoring to do
     scoring = "scoring"
     done = "done"  # a final result state is recorded

@@ -57,4 +57,5 @@ def _pool_limits(spec: SweepSpec, member: ModelSpec) -> Limits:
         burst=min((lim.burst for lim in rated), default=member.limits.burst),
         tokens_per_min=_tightest([lim.tokens_per_min for lim in sharing]),
         max_in_flight=_tightest([lim.max_in_flight for lim in sharing]),
+        batch_queue_tokens=_tightest([lim.batch_queue_tokens for lim in sharing]),
     )

@@ -7,7 +7,7 @@ reading one from data or a file: spec_loading.py; literal credentials: spec_secr
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
@@ -22,6 +22,7 @@ from afpbench.workers.providers.families import PROVIDERS
 from afpbench.workers.providers.structured import STRUCTURED_OUTPUT_PARAM, param_problem
 from afpbench.workers.providers.url_policy import base_url_problem
 from afpbench.workers.spec_values import Line, StrictModel, checked_base_url, refuse_unstorable
+from afpbench.workers.sweeps.prices import Prices
 from afpbench.workers.sweeps.sources import FixtureSource, InstructionSource, JudgePromptSource
 from afpbench.workers.sweeps.spec_secrets import literal_secret_at
 
@@ -30,24 +31,6 @@ NO_JUDGES = ("missing: add judges: [...] or write judges: [] to run without judg
 # Afpbench's own secrets can never be named as a provider key: a spec (perhaps posted to
 # the HTTP API) could otherwise send them as a bearer token to any base_url it names.
 RESERVED_KEY_VARIABLES = key_policy.RESERVED_KEY_VARIABLES
-
-
-class Prices(StrictModel):
-    """US dollars per million tokens, as declared by the user (for cost reporting only)."""
-
-    input_per_mtok: Number = Field(default=0, ge=0)
-    output_per_mtok: Number = Field(default=0, ge=0)
-    cached_per_mtok: Number = Field(default=0, ge=0)
-    reasoning_per_mtok: Number = Field(default=0, ge=0)
-    # The provider's batch lane (about half price, answers within 24 h); None: not declared (the plan then
-    # gives no batch-lane cost for this model).
-    batch_input_per_mtok: Number | None = Field(default=None, ge=0)
-    batch_output_per_mtok: Number | None = Field(default=None, ge=0)
-
-    @property
-    def declared(self) -> bool:
-        """Some price is declared: an all-zero table is what a spec without `prices` gets."""
-        return bool(self.input_per_mtok or self.output_per_mtok)
 
 
 class ModelSpec(StrictModel):
@@ -60,6 +43,8 @@ class ModelSpec(StrictModel):
     limits: Limits = Field(default_factory=Limits)
     prices: Prices = Field(default_factory=Prices)
     timeout_s: Number = Field(default=120.0, gt=0, le=3600)
+    # How its calls are sent (docs/SPEC.md "Lanes"; which lane a cell takes: workers/sweeps/lanes.py).
+    lane: Literal["sync", "batch", "auto"] = "sync"
 
     @model_validator(mode="before")
     @classmethod
@@ -90,6 +75,13 @@ class ModelSpec(StrictModel):
         if v not in PROVIDERS:
             raise ValueError(f"unknown provider {v!r}; known: {', '.join(sorted(PROVIDERS))}")
         return v
+
+    @model_validator(mode="after")
+    def _lane(self) -> ModelSpec:
+        if self.lane == "batch" and not PROVIDERS[self.provider].batch:
+            raise ValueError(f"lane: batch: provider {self.provider!r} has no batch API here; use sync or auto "
+                             f"(providers with one: {', '.join(sorted(n for n, p in PROVIDERS.items() if p.batch))})")
+        return self
 
     @field_validator("params")
     @classmethod
@@ -155,8 +147,9 @@ class JudgeCheckSpec(StrictModel):
 # Keys of the resolved spec left out while they hold their default (None): a spec written before they
 # existed resolves, and so seals, exactly as it did.
 _LEFT_OUT_AT_DEFAULT = ("comparisons", "judge_check", "budget")
-# The same for each model's and judge's prices.
-_PRICES_LEFT_OUT_AT_DEFAULT = ("batch_input_per_mtok", "batch_output_per_mtok")
+# The same for each model's and judge's keys of the batch lane: lane, batch quota, batch prices.
+_ENTRY_LEFT_OUT_AT_DEFAULT = ((None, "lane", "sync"), ("limits", "batch_queue_tokens", None),
+                              ("prices", "batch_input_per_mtok", None), ("prices", "batch_output_per_mtok", None))
 
 
 def _judges_required(schema: dict[str, Any]) -> None:
@@ -260,6 +253,12 @@ class SweepSpec(StrictModel):
                              "output_per_mtok}); a budget cannot count what has no price")
         return self
 
+    @model_validator(mode="after")
+    def _judges_sync(self) -> SweepSpec:  # judge calls take the sync lane (docs/SPEC.md, "lane")
+        if batched := [j.display for j in self.judges or [] if j.lane == "batch"]:
+            raise ValueError(f"judges: lane: batch is not supported for judges ({', '.join(batched)}); use sync")
+        return self
+
     def high_risk_repeat_count(self) -> int:
         """High-risk fixtures need at least three repeats per condition before comparisons publish."""
         return max(self.high_risk_repeats, self.repeats, HIGH_RISK_MIN_REPEATS)
@@ -271,8 +270,9 @@ class SweepSpec(StrictModel):
         for key in _LEFT_OUT_AT_DEFAULT:
             if data[key] is None:
                 del data[key]
-        for model in [*data["models"], *data["judges"]]:
-            for key in _PRICES_LEFT_OUT_AT_DEFAULT:
-                if model["prices"][key] is None:
-                    del model["prices"][key]
+        for entry in [*data["models"], *data["judges"]]:
+            for section, key, default in _ENTRY_LEFT_OUT_AT_DEFAULT:
+                holder = entry[section] if section else entry
+                if holder.get(key, default) == default:
+                    holder.pop(key, None)
         return data

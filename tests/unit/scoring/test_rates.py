@@ -32,7 +32,7 @@ from afpbench.scoring.rates import (
     rate_block,
     rate_blocks,
 )
-from afpbench.workers.sweeps.spec import Prices
+from afpbench.workers.sweeps.prices import Prices
 from tests.conftest import REPO
 
 SCORING = REPO / "scoring"

@@ -13,7 +13,10 @@ from sqlalchemy.engine import Connection
 from sqlmodel import SQLModel
 from sqlmodel.sql.sqltypes import AutoString
 
-from afpbench.workers.store import models  # noqa: F401  (registers the tables on SQLModel.metadata)
+from afpbench.workers.store import (
+    batch_models,  # noqa: F401  (the batch lane's tables)
+    models,  # noqa: F401  (registers the tables on SQLModel.metadata)
+)
 
 target_metadata = SQLModel.metadata
 

@@ -91,7 +91,8 @@ def test_the_spec_docs_provider_table_is_the_table():
     assert set(rows) == set(PROVIDERS)
     for name, row in rows.items():
         assert (row[1], row[2]) == (PROVIDERS[name].family, family_of(name).queue), name
-        assert row[3].startswith(PROVIDERS[name].default_base_url or ("the value of" if name == "sim" else "none"))
+        unset = "the value of" if PROVIDERS[name].simulated else "none"
+        assert row[3].startswith(PROVIDERS[name].default_base_url or unset)
         assert row[4] == ", ".join(f"{k}: {v}" for k, v in adapter_for(name).auth_headers("<key>").items()), name
 
 
