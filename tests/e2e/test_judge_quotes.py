@@ -39,6 +39,7 @@ def test_restyled_quotes_are_found_and_a_quote_not_in_the_response_is_asked_agai
             "judges": [{"provider": "openai-compatible", "model": "quote-judge",
                         "base_url": f"http://127.0.0.1:{server.server_port}/v1"}],
             "fixtures": {"only": ["P04"]}, "conditions": ["D"],  # one cell: its judge tries are counted
+            "judge_check": False,  # the check's calls would count as this judge's tries
         }))
         proc = afpbench(["run", str(spec), "--json"], tmp_path)
     finally:

@@ -156,7 +156,9 @@ def test_a_dispute_left_by_a_failed_judge_call_exits_3(tmp_path):
 
     routes = {**routes_for("ok", chat_answer()), **routes_for("judge", judge)}
     with LoopbackProvider(routes) as server:
-        run = run_sweep(tmp_path, spec(openai_model("ok", server), judges=[openai_model("judge", server)]))
+        # judge_check off: the check's calls would meet the failing first reply instead of the cells.
+        run = run_sweep(tmp_path, {**spec(openai_model("ok", server), judges=[openai_model("judge", server)]),
+                                   "judge_check": False})
     assert run.proc.returncode == 3, run.proc.stderr[-2000:]
     assert {c.state for c in run.cells} == {"GRADER_DISPUTE"}
     assert f"model ok: GRADER_DISPUTE (judge call failed) x{len(FIXTURES)}" in exit_line(run)
