@@ -20,6 +20,7 @@ from sqlmodel import SQLModel
 from typer.testing import CliRunner
 
 from afpbench.workers.store import migrate, models  # noqa: F401  (models registers the tables)
+from afpbench.workers.store.db import dispose_engines, get_engine
 from tests.conftest import REPO
 
 PILOT_P01 = (REPO / "fixtures" / "pilot" / "P01.yaml").read_text(encoding="utf-8")
@@ -281,3 +282,43 @@ def assert_0003_moves_the_fixture_texts_into_rows(url: str, engine: Engine) -> N
 
 def test_0003_moves_the_fixture_texts_into_rows_on_sqlite(sqlite_url, sqlite_engine):
     assert_0003_moves_the_fixture_texts_into_rows(sqlite_url, sqlite_engine)
+
+
+def _insert_row(connection, table: str, values: dict) -> None:
+    """A row with `values` and a placeholder in every other NOT NULL column without a default."""
+    row = dict(values)
+    for col in connection.execute(text(f"PRAGMA table_info({table})")).mappings():
+        if col["notnull"] and col["dflt_value"] is None and not col["pk"] and col["name"] not in row:
+            kind = col["type"].upper()
+            row[col["name"]] = (0 if "INT" in kind or "BOOL" in kind else "2026-01-01 00:00:00"
+                                if "DATE" in kind else "{}" if "JSON" in kind else "x")
+    names = ", ".join(row)
+    connection.execute(text(f"INSERT INTO {table} ({names}) VALUES ({', '.join(':' + n for n in row)})"), row)
+
+
+def test_0007_upgrades_a_filled_sqlite_file_with_foreign_keys_on(sqlite_url):
+    """Revision 0007 on a file that already holds a cell and its attempt, upgraded as any command does (the
+    engine turns SQLite's foreign keys on): the cell is kept and gets attempt_base 0 (before: the batch copy
+    of `cell` was refused, 'FOREIGN KEY constraint failed')."""
+    cfg = migrate.alembic_config(sqlite_url)
+    command.upgrade(cfg, "0006")
+    engine = create_engine(sqlite_url)
+    try:
+        with engine.begin() as connection:
+            insert_sweep(connection)
+            _insert_row(connection, "cell", {"id": 1, "sweep_id": "s1"})
+            _insert_row(connection, "attempt", {"id": 1, "cell_id": 1})
+    finally:
+        engine.dispose()
+    migrate.ensure_schema(get_engine(sqlite_url))  # what `afpbench status` and every command do first
+    dispose_engines()
+    engine = create_engine(sqlite_url)
+    try:
+        with engine.connect() as connection:
+            connection.exec_driver_sql("PRAGMA foreign_keys=ON")
+            assert connection.execute(text("SELECT id, attempt_base, result_base, rerun_id FROM cell")).all() == [
+                (1, 0, 0, None)]
+            assert connection.execute(text("SELECT count(*) FROM attempt")).scalar_one() == 1
+            assert connection.execute(text("PRAGMA foreign_key_check")).all() == []
+    finally:
+        engine.dispose()
