@@ -28,27 +28,22 @@ ever new fixtures holds a bounded file. See docs/PERFORMANCE.md for the cold and
 
 from __future__ import annotations
 
-import hashlib
-import importlib
 import json
 import logging
 import os
 import sqlite3
-import sys
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import TypeGuard
 
-import pydantic
-import yaml
 from pydantic import ValidationError
 
 from afpbench.fixtures.loader import FixtureFile
 from afpbench.fixtures.schema import Fixture
 from afpbench.fixtures.spool import ParsedForms
+from afpbench.workers.sweeps.cache_keys import parse_key, report_key
 from afpbench.workers.sweeps.fixture_map import FixtureFacts, facts_of
 from afpbench.workers.sweeps.two_processes import collector_paused
 
@@ -59,44 +54,7 @@ FILE_NAME = "prepared-fixtures.sqlite"
 SCHEMA = 2
 MAX_ENTRIES = 12_000  # per table; ~7 KB a parsed fixture, so ~90 MB at most (compressing cost 0.1 ms each)
 _LOOKUP_CHUNK = 500  # keys per `IN (...)`: below SQLite's oldest parameter limit (999)
-# The modules whose code decides what a parse or a gate gives (packages: every .py file in them).
-_CODE = ("afpbench.fixtures", "afpbench.scoring", "afpbench.reference", "afpbench.workers.sweeps.gate_run",
-         "afpbench.workers.sweeps.fixture_map")
-
 Report = dict  # the stored form of one fixture's validity report: {"passed": ..., "failures": [...]}
-
-
-def code_files() -> list[tuple[str, Path]]:
-    """(label, path) of every source file whose code decides what a parse or a gate gives."""
-    found = []
-    for name in _CODE:
-        where = Path(str(importlib.import_module(name).__file__))
-        if where.name == "__init__.py":  # a package: its modules and its data (protocol.yaml)
-            files = sorted([*where.parent.glob("*.py"), *where.parent.glob("*.yaml")])
-            found += [(f"{name}/{p.name}", p) for p in files]
-        else:
-            found.append((name, where))
-    return found
-
-
-@lru_cache(maxsize=1)
-def code_fingerprint() -> str:
-    digest = hashlib.sha256()
-    for label, path in code_files():
-        digest.update(f"{label}\0".encode())
-        digest.update(path.read_bytes())
-    libyaml = hasattr(yaml, "CSafeLoader")
-    digest.update(f"yaml {yaml.__version__} {libyaml}; pydantic {pydantic.VERSION}; {sys.version_info[:2]}".encode())
-    return digest.hexdigest()
-
-
-def parse_key(file: FixtureFile) -> str:
-    """The key of a file's parsed fixture: its exact text (the name only labels messages) and the code."""
-    return hashlib.sha256(f"{code_fingerprint()}\0".encode() + file.text.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def report_key(parsed: str, gate: str) -> str:
-    return hashlib.sha256(f"{parsed}\0{gate}".encode()).hexdigest()
 
 
 @dataclass(frozen=True)
