@@ -14,7 +14,7 @@ pytestmark = pytest.mark.realmodel
 
 def test_the_shipped_example_stops_at_the_judge_check_naming_why(local_model_server, tmp_path):
     spec = example_spec(local_model_server, tmp_path)
-    proc, seconds = run_cli(["run", str(spec), "--json"], tmp_path, timeout=1800)
+    proc, seconds = run_cli(["run", str(spec), "--json"], tmp_path, timeout=3600)
     print(f"\njudge check of the example's judge: exit {proc.returncode} after {seconds:.0f} s")
     assert proc.returncode == 2, proc.stdout + proc.stderr
     line = proc.stderr.strip().splitlines()[-1]
