@@ -19,7 +19,8 @@ from afpbench.scoring.judge_reliability import CellJudging, JudgeReliability, Ve
 from afpbench.scoring.rates import FAIL, PASS
 from afpbench.scoring.rules import PassRule
 from afpbench.workers.results.summary import HumanDecisionEntry
-from afpbench.workers.store.models import CALL_FAILED, Attempt, Cell, Judgement, Result
+from afpbench.workers.store.models import CALL_FAILED, Attempt, Cell, Result
+from afpbench.workers.store.models import JudgementRow as Judgement
 from afpbench.workers.sweeps.spec import SweepSpec
 
 Key = tuple[int, str, int]  # (cell id, judge label, round)
@@ -28,7 +29,7 @@ Key = tuple[int, str, int]  # (cell id, judge label, round)
 def _verdict(scores: Any, flags: Any, rule: PassRule) -> Verdict | None:
     if not isinstance(scores, dict) or not all(isinstance(scores.get(d), int) for d in DIMENSIONS):
         return None
-    ordered = {d: int(scores[d]) for d in DIMENSIONS}
+    ordered: dict[str, int] = {d: int(scores[d]) for d in DIMENSIONS}
     fatal = isinstance(flags, dict) and any(bool(v) for v in flags.values())
     return Verdict(tuple(ordered.values()), rule.passes(ordered, fatal))
 

@@ -17,7 +17,8 @@ from afpbench.workers.results.aggregation import snapshot
 from afpbench.workers.results.export import export_bundle
 from afpbench.workers.results.reliability_tables import RELIABILITY_TABLES
 from afpbench.workers.store.db import session_scope
-from afpbench.workers.store.models import CALL_FAILED, Adjudication, Judgement
+from afpbench.workers.store.models import CALL_FAILED, Adjudication
+from afpbench.workers.store.models import JudgementRow as Judgement
 from afpbench.workers.sweeps.spec_loading import parse_spec
 from tests.unit.sweep_builder import CellMaker, make_sweep
 
