@@ -177,7 +177,8 @@ def register(app: typer.Typer) -> None:
             _with_sim(stack, [spec])
             report = run_calibration(spec, fixtures_dir)
         if as_json:
-            typer.echo(json.dumps(report.__dict__, indent=2, default=str))
+            typer.echo(json.dumps({**report.__dict__, "agreement": report.agreement.model_dump(mode="json")
+                                    if report.agreement else None}, indent=2, default=str))
         else:
             _print_calibration(report)
         why = report.could_not_judge()
@@ -196,5 +197,12 @@ def _print_calibration(report) -> None:
     for dim, share in report.exact_by_dimension.items():
         typer.echo(f"  exact match {dim}: {share:.0%}")
     kappa = "undefined" if report.kappa is None else f"{report.kappa:.3f}"
+    detail = report.agreement
+    if detail is not None and detail.interval is not None:
+        kappa += f" (95% CI {detail.interval[0]:.3f} to {detail.interval[1]:.3f}, n = {detail.n})"
     agreement = "n/a" if report.pass_fail_agreement is None else f"{report.pass_fail_agreement:.0%}"
     typer.echo(f"  pass/fail agreement {agreement}; Cohen's kappa {kappa}")
+    if detail is not None and detail.base_rates is not None:
+        gold, judged = detail.base_rates
+        typer.echo(f"  base rates: gold passes {gold:.0%}, the judge passes {judged:.0%} (kappa reads agreement "
+                   "beyond what these rates give by chance)")

@@ -25,6 +25,7 @@ from afpbench.reference.protocol_facts import CONDITIONS
 from afpbench.workers import runs
 from afpbench.workers.results import tables
 from afpbench.workers.results.batch_listing import batch_states
+from afpbench.workers.results.reliability_tables import RELIABILITY_TABLES
 from afpbench.workers.results.spend import spend_lines
 from afpbench.workers.results.summary import PairedComparison, PendingComparison, SweepSummary
 from afpbench.workers.results.table_spec import condition_legend
@@ -190,6 +191,8 @@ def sweep_page(
         *([v.section(RERUNS.title, results_table(RERUNS.render(s)), sid="reruns-section")] if s.reruns else []),
         *([v.section(tables.BATCHES.title, results_table(tables.BATCHES.render(batches)), sid="batches-section")]
           if (batches := batch_states(sweep_id)) else []),
+        v.section("Judge reliability", v.join([results_table(t.render(s), titled=True) for t in RELIABILITY_TABLES]),
+                  sid="reliability-section"),
         v.section("Cells", cells, sid="cells-section"),
     ]
     return v.page(name, body, crumbs=[(v.url(f"/sweeps/{v.seg(sweep_id)}"), sweep_id)],

@@ -35,7 +35,7 @@ def example_sweep(local_model_server, tmp_path_factory):
     work = tmp_path_factory.mktemp("realmodel-sweep")
     spec = example_spec(local_model_server, work, **(CI_CUTS if SCOPE == "ci" else {}))
     subset = scoped([], ["--fixtures", "P08", "--conditions", "A,D"])
-    # --no-judge-check: the 0.5B judge fails the check (test_judge_check_real.py); past it, it runs as before.
+    # --no-judge-check: the sweep as before, without the check's calls (those: test_judge_check_real.py).
     proc, seconds = run_cli(["run", str(spec), *subset, "--json", "--no-judge-check"], work, timeout=3600)
     # Exit 3 would name cells excluded for configuration or infrastructure reasons: a pipeline fault here.
     assert proc.returncode == 0, proc.stdout + proc.stderr

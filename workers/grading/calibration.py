@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from afpbench.fixtures.loader import load_fixtures
 from afpbench.reference.loader import load_judge_prompt
 from afpbench.reference.protocol_facts import DIMENSIONS
-from afpbench.scoring.agreement import cohens_kappa
+from afpbench.scoring.agreement import Kappa, cohens_kappa
 from afpbench.scoring.judge import Judgement, build_judge_messages
 from afpbench.scoring.rules import PassRule
 from afpbench.workers.grading.judges import judge_call, judgement_response, read_call
@@ -34,6 +34,7 @@ class CalibrationReport:
     kappa: float | None
     rows: list[dict]
     failed_calls: int = 0  # no answer at all (unreachable, refused, rate-limited, 5xx)
+    agreement: Kappa | None = None  # kappa with its interval and both base rates (gold first, judge second)
 
     @property
     def judged(self) -> int:
@@ -100,7 +101,8 @@ def calibrate(
     }
     pairs = [(r["gold_pass"], r["judge_pass"]) for r in scored]
     agreement = sum(a == b for a, b in pairs) / len(pairs) if pairs else None
+    kappa = cohens_kappa(pairs)
     return CalibrationReport(
-        judge.display, judge.simulated, len(rows), unparseable, exact, agreement, cohens_kappa(pairs).kappa, rows,
-        failed_calls,
+        judge.display, judge.simulated, len(rows), unparseable, exact, agreement, kappa.kappa, rows,
+        failed_calls, kappa,
     )

@@ -78,8 +78,11 @@ def _comparison_lines(plans: list[ComparisonPlan]) -> Rendered:
     needed = [p.repeats_needed for p in plans]
     if len(mdds) == len(plans):
         reach = f"can detect >= {points_size(max(mdds), 0)}"
+    elif not mdds:
+        reach = "cannot detect any difference"
     else:
-        reach = f"({len(plans) - len(mdds)} of {len(plans)} cannot detect any difference)"
+        reach = (f"can detect >= {points_size(max(mdds), 0)} ({len(plans) - len(mdds)} of {len(plans)} cannot "
+                 "detect any difference)")
     more = [p.fixtures_needed for p in plans]
     reachable = [n for n in needed if n is not None]
     if len(reachable) == len(plans):

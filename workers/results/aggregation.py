@@ -33,6 +33,7 @@ from afpbench.scoring.rates import (
 from afpbench.workers.errors import SweepNotFound
 from afpbench.workers.results.comparison_rows import paired_comparisons
 from afpbench.workers.results.human_decisions import human_decisions
+from afpbench.workers.results.reliability_queries import sweep_judge_reliability
 from afpbench.workers.results.reruns import reruns, superseded
 from afpbench.workers.results.summary import (
     FIXTURE_ROWS,
@@ -149,6 +150,7 @@ def _compute(session: Session, sweep: Sweep, interim: bool | None) -> ComputedSu
     if any(m.simulated for m in spec.judges):
         simulated_parts.append("judges")
     dims, tokens, fatal = score_summary(scored_groups(session, sweep.id), labels)
+    decisions = human_decisions(session, sweep.id)
     by_condition = rate_blocks(counts.by_condition)
     by_model_condition = rate_blocks({(labels[h], h, c): n for (h, c), n in counts.by_model_condition.items()})
     by_fixture_condition = rate_blocks(counts.by_fixture_condition)
@@ -186,12 +188,13 @@ def _compute(session: Session, sweep: Sweep, interim: bool | None) -> ComputedSu
         comparisons=paired_comparisons(session, sweep.id, family, conditions, labels, high_risk.ready,
                                        (sweep.seal_components or {}).get("plan")),
         exclusion_balance=exclusion_balance(counts.by_model_condition, labels, family),
-        human_decisions=human_decisions(session, sweep.id),
+        human_decisions=decisions,
         # Read only when the counts show no scored cell: the reasons need a pass over the cells.
         no_scored_cell=why_unscored(session, sweep.id) if _nothing_scored(counts.total) else None,
         written_tool_calls=written_tool_call_cells(session, sweep.id),
         reruns=reruns(session, sweep.id),
         superseded=superseded(session, sweep.id),
+        judge_reliability=sweep_judge_reliability(session, sweep.id, spec, decisions),
     )
     return ComputedSummary(head, FixtureRows(by_fixture_condition, frozenset(counts.high_risk_fixtures)))
 

@@ -20,6 +20,7 @@ from pydantic_core import to_json
 from afpbench.scoring.balance import ExclusionBalance
 from afpbench.scoring.clustered import ClusteredDifference
 from afpbench.scoring.comparisons import PSource
+from afpbench.scoring.judge_reliability import JudgeReliability
 from afpbench.scoring.measures import Dimensions, FatalByCriterion, OutputTokens, TokenCounts
 from afpbench.scoring.power_reading import ComparisonReading
 from afpbench.scoring.rates import Contract, HighRiskReadiness, NoPairs, PairedTest, RateBlock
@@ -250,6 +251,9 @@ class SweepSummary(Contract):
     budget: Budget | None = Field(default=None, description="set when the spec declares `budget: {usd: N}`")
     reruns: list[RerunEntry] = Field(default_factory=list, description="every rerun of the sweep, oldest first")
     superseded: Superseded = Field(default_factory=lambda: Superseded(attempts=0, results=0))
+    judge_reliability: JudgeReliability | None = Field(
+        default=None, description="per judge and sweep: usable rate, swap consistency, agreement between "
+                                  "judges and with humans, length bias; None without judges")
 
 
 class RunSummary(Contract):

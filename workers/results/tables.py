@@ -6,7 +6,8 @@ The terminal, the report (md, html, json), the viewer and the export bundle rend
 To add a column: add a `Column` to the table's `columns` below: key, header, how to read the value from
 the row, how to write it (a `Format` of table_spec.py), and for the 80-column terminal a short head
 (`legend=True` spells it out under the table) or `wide=True` to leave it out there. To add a table:
-define a `Table` here and list it in REPORT_TABLES (the report, its JSON and the export's CSV files),
+define a `Table` here (the judge-reliability tables: reliability_tables.py) and list it in REPORT_TABLES
+(the report, its JSON and the export's CSV files),
 TERMINAL_TABLES (the end-of-run summary: it reads only the parts in summary.RunSummary) or on a viewer
 page (api/viewer/pages_sweeps.py places its sections).
 """
@@ -21,6 +22,7 @@ from afpbench.scoring.balance import BalanceTest, ExclusionShare
 from afpbench.scoring.measures import MEANS, ConditionScores
 from afpbench.scoring.rates import EXCLUDED, LackingGroup, RateBlock
 from afpbench.workers.results.batch_listing import BatchState
+from afpbench.workers.results.reliability_tables import RELIABILITY_TABLES
 from afpbench.workers.results.summary import (
     Comparison,
     FixtureConditionRow,
@@ -258,8 +260,6 @@ EXCLUSION_TESTS = Table[BalanceTest](
     lambda s: s.exclusion_balance.comparisons, lambda s: s.exclusion_balance.test)
 
 
-# ---------------------------------------------------------------- where each table is shown
-
 # ---------------------------------------------------------------- the batch lane (live, not the summary)
 BATCHES = Table[BatchState](
     "batches", "Provider batches",
@@ -277,6 +277,9 @@ BATCHES = Table[BatchState](
     lambda batches: batches,  # rows: the sweep's BatchState list (batch_listing.py), given as it is
     "status: created, submitted, ended, failed; an entry not answered is recorded with its cause and sent again sync")
 
+# ---------------------------------------------------------------- where each table is shown
+
 REPORT_TABLES = (RATES, FIXTURE_RATES, COMPARISONS, DIMENSIONS, FATAL, TOKENS, COST, HIGH_RISK,
-                 EXCLUSION_SHARES, EXCLUSION_TESTS, HUMAN_DECISIONS, WRITTEN_TOOL_CALLS, RERUNS)
+                 EXCLUSION_SHARES, EXCLUSION_TESTS, HUMAN_DECISIONS, WRITTEN_TOOL_CALLS, RERUNS,
+                 *RELIABILITY_TABLES)
 TERMINAL_TABLES = (RATES, COMPARISONS)  # the parts of summary.RunSummary
