@@ -117,19 +117,28 @@ def check(
     fixture: str = typer.Argument(..., help="a fixture id (packaged set, or --dir) or a path to a fixture YAML"),
     answer: str = typer.Option(..., "--answer", help="file holding the answer text to score"),
     tool_calls: str | None = typer.Option(
-        None, "--tool-calls", help='JSON list of the calculator calls made, each {"expression": "..."}'
-    ),
+        None, "--tool-calls", metavar="FILE",
+        help='file holding a JSON list of the calculator calls the answer made, in order, e.g. '
+             '[{"expression": "84000 * 0.10"}]'),
     judge: list[str] = typer.Option(
-        [], "--judge", help="PROVIDER:MODEL, e.g. sim:sim-judge (repeat for several judges)"
+        [], "--judge", metavar="PROVIDER:MODEL", help="e.g. sim:sim-judge (repeat for several judges)"
     ),
     base_url: str | None = typer.Option(None, help="the judge's base URL"),
     api_key_env: str | None = typer.Option(None, help="environment variable holding the judge's key"),
+    timeout: float | None = typer.Option(None, "--timeout", metavar="SECONDS",
+                                         help="each judge call's timeout (a spec's timeout_s; default 120)"),
+    judge_param: list[str] = typer.Option(
+        [], "--judge-param", metavar="KEY=VALUE",
+        help="a request parameter for the judge, as a spec's params (value read as YAML), e.g. "
+             "temperature=0 or max_tokens=800; repeat for several"),
+    save: str | None = typer.Option(None, "--save", metavar="FILE",
+                                    help="also write the findings, with each judge reply's text, as JSON"),
     directory: str | None = typer.Option(None, "--dir", help="fixture directory for an id"),
     as_json: bool = typer.Option(False, "--json", help="print the findings as JSON"),
 ) -> None:
     """Score one answer without a sweep: assertions with their spans, invariants, figures, provenance,
-    and with --judge the verdict and its state (default pass and dispute rules). Exit 3 when a judge
-    got no reply to any call: the answer could not be judged (verdict INFRA_ERROR)."""
+    and with --judge the verdict and its state (default pass and dispute rules), with each judge reply's
+    text. Exit 3 when a judge got no reply to any call: the answer could not be judged (INFRA_ERROR)."""
     from afpbench.scoring.answer_check import check_answer
 
     fx = _fixture_arg(fixture, directory)
@@ -142,7 +151,12 @@ def check(
     record["validity"] = _default_gate()(fx)
     unavailable = None
     if judge:
-        record["judgement"], unavailable = _judged(fx, result, record["validity"], judge, base_url, api_key_env)
+        from afpbench.api.cli_scoring import judge_from_option
+
+        judges = [judge_from_option(o, base_url, api_key_env, timeout, _params(judge_param)) for o in judge]
+        record["judgement"], unavailable = _judged(fx, result, record["validity"], judges)
+    if save:
+        _save(save, record)
     if as_json:
         typer.echo(json.dumps(record, indent=2, default=str))
     else:
@@ -154,18 +168,36 @@ def check(
         raise typer.Exit(ExcludedForConfiguration.exit_code)
 
 
-def _judged(fx, result, validity: dict, options: list[str], base_url: str | None, api_key_env: str | None):
-    """The judges named by `options` (PROVIDER:MODEL) asked about the answer exactly as in a sweep
-    (workers/grading/answer_judging.py); (the report's judgement part, why it could not be judged)."""
+def _params(options: list[str]) -> dict:
+    """`--judge-param KEY=VALUE` options as a spec's params (each value read as YAML: 0 is a number)."""
+    out = {}
+    for option in options:
+        key, sep, value = option.partition("=")
+        if not sep or not key.strip():
+            raise CommandError(f"--judge-param {option!r}: expected KEY=VALUE, e.g. temperature=0")
+        out[key.strip()] = yaml.safe_load(value) if value.strip() else ""
+    return out
+
+
+def _save(path: str, record: dict) -> None:
+    from pathlib import Path
+
+    try:
+        Path(path).write_text(json.dumps(record, indent=2, default=str, ensure_ascii=False), encoding="utf-8")
+    except OSError as exc:
+        raise CommandError(f"--save {path}: cannot write: {exc.strerror or exc}") from None
+
+
+def _judged(fx, result, validity: dict, judges: list):
+    """The judges asked about the answer exactly as in a sweep (workers/grading/answer_judging.py);
+    (the report's judgement part, why it could not be judged)."""
     from contextlib import ExitStack
 
-    from afpbench.api.cli_scoring import judge_from_option
     from afpbench.reference.loader import load_judge_prompt
     from afpbench.workers.grading.answer_judging import judge_answer
     from afpbench.workers.settings import get_settings
     from afpbench.workers.sim.local import needs_local_sim, start_local_sim
 
-    judges = [judge_from_option(o, base_url, api_key_env) for o in options]
     with ExitStack() as stack:
         if needs_local_sim(judges):
             start_local_sim(stack, get_settings())
@@ -209,6 +241,7 @@ def _print(record: dict) -> None:
         label = " (SIMULATED judge)" if judged["simulated"] else ""
         lines.append(f"  judge verdict{label}: {judged['verdict']['state']} ({judged['verdict']['rationale']})")
         lines += [f"    dispute: {reason}" for reason in judged["verdict"]["dispute_reasons"]]
-        errors = [t for t in judged["tries"] if t["error"]]
-        lines += [f"    judge error ({t['judge']}, round {t['round']}): {t['error']}" for t in errors]
+        for t in judged["tries"]:
+            head = f"    {t['judge']}, round {t['round']}" + (f": {t['error']}" if t["error"] else "")
+            lines += [head, *(f"      | {line}" for line in (t["text"] or "(no text)").splitlines())]
     typer.echo("\n".join(lines))

@@ -60,8 +60,10 @@ def serve(
     with serving(weights, path, slots=slots, port=port, threads=threads) as server:
         typer.echo(f"serving: {server.base_url} ({slots} slot{'s' if slots > 1 else ''}, {threads} thread)")
         typer.echo(f"in a spec: provider: openai-compatible, model: {server.model_name}, "
-                   f"base_url: {server.base_url}, limits: {{max_in_flight: {slots}}} "
-                   "(one fewer for the tested model when this server also judges)")
+                   f"base_url: {server.base_url}, limits: {{max_in_flight: {slots}}}")
+        typer.echo("a judge on this server shares the model's limiter pool: answers and judge calls together "
+                   f"hold at most the tightest max_in_flight of the two (at most {slots})"
+                   + ("; give one of them one fewer to keep a slot spare" if slots > 1 else ""))
         if any(os.environ.get(v) for v in ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy")):
             typer.echo("a proxy is set: afpbench honours NO_PROXY, so export NO_PROXY=127.0.0.1,localhost")
         typer.echo("example spec: afpbench init --example local-model; stop with Ctrl-C")

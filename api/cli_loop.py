@@ -129,8 +129,10 @@ def register(app: typer.Typer) -> None:
         table.add_column("score", no_wrap=True)
         table.add_column("fatal", overflow="fold", ratio=1)
         for c in lines:
-            table.add_row(str(c.id), Text(c.model), c.condition, c.fixture, str(c.repeat), c.state or f"({c.phase})",
-                          _score(c), c.fatal_criterion or "")
+            state = c.state or f"({c.phase})"
+            table.add_row(str(c.id), Text(c.model), c.condition, c.fixture, str(c.repeat),
+                          Text(state + (f" (human: {c.decided_by})" if c.decided_by else "")), _score(c),
+                          c.fatal_criterion or "")
         Console().print(table)
 
     @app.command()

@@ -48,7 +48,20 @@ def _written(record: object) -> str:
     return written.describe() if written else "none"
 
 
-def _record_table(record: dict) -> Table:
+def record_json(cell: int) -> dict:
+    """One cell's run record as JSON data; an unknown cell is one line."""
+    from afpbench.workers.errors import RecordNotFound
+    from afpbench.workers.results.records import run_record
+    from afpbench.workers.store.db import session_scope
+
+    try:
+        with session_scope() as session:
+            return run_record(session, cell).model_dump(mode="json")
+    except RecordNotFound as exc:
+        raise CommandError(str(exc)) from None
+
+
+def record_table(record: dict) -> Table:
     sim = record["simulated"]
     flag = " [yellow](SIMULATED)[/yellow]" if sim["model_output"] or sim["grading"] or sim["sweep"] else ""
     table = Table(title=f"cell {record['cell_id']}: {record['cell_key']}{flag}", show_header=False)
@@ -99,19 +112,11 @@ def register(app: typer.Typer) -> None:
     def show(cell: int = typer.Argument(..., help="cell id"),
              as_json: bool = typer.Option(False, "--json", help="print the full run record as JSON")) -> None:
         """Show the run record of one cell (every field the protocol requires)."""
-        from afpbench.workers.errors import RecordNotFound
-        from afpbench.workers.results.records import run_record
-        from afpbench.workers.store.db import session_scope
-
-        try:
-            with session_scope() as session:
-                record = run_record(session, cell).model_dump(mode="json")
-        except RecordNotFound as exc:
-            raise CommandError(str(exc)) from None
+        record = record_json(cell)
         if as_json:
             typer.echo(json.dumps(record, indent=2, ensure_ascii=False))
         else:
-            Console().print(_record_table(record))
+            Console().print(record_table(record))
 
     @app.command()
     def aggregate(sweep: str) -> None:

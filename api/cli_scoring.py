@@ -8,6 +8,7 @@ from contextlib import ExitStack
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from afpbench.api.cli_results import CommandError
 
@@ -15,8 +16,10 @@ adjudicate_app = typer.Typer(rich_markup_mode=None, no_args_is_help=True,
                    help="Human adjudication of GRADER_DISPUTE cells.")
 
 
-def judge_from_option(judge: str, base_url: str | None, api_key_env: str | None):
-    """`provider:model` (e.g. `openai:gpt-4o-mini`, `sim:sim-1`) into a judge ModelSpec."""
+def judge_from_option(judge: str, base_url: str | None, api_key_env: str | None,
+                      timeout_s: float | None = None, params: dict | None = None):
+    """`provider:model` (e.g. `openai:gpt-4o-mini`, `sim:sim-1`) into a judge ModelSpec; a timeout and
+    request parameters as a spec's judge entry takes them (`timeout_s`, `params`), checked the same way."""
     from afpbench.workers.errors import SpecError
     from afpbench.workers.sweeps.spec_loading import parse_spec
 
@@ -25,7 +28,8 @@ def judge_from_option(judge: str, base_url: str | None, api_key_env: str | None)
             f"--judge {judge!r}: expected PROVIDER:MODEL, e.g. openai:gpt-4o-mini or sim:sim-1"
         )
     provider, model = judge.split(":", 1)
-    entry = {"provider": provider, "model": model, "base_url": base_url, "api_key_env": api_key_env}
+    entry = {"provider": provider, "model": model, "base_url": base_url, "api_key_env": api_key_env,
+             **({"timeout_s": timeout_s} if timeout_s is not None else {}), **({"params": params} if params else {})}
     try:
         return parse_spec({"models": [entry], "judges": []}, "--judge").models[0]
     except SpecError as exc:
@@ -41,38 +45,43 @@ def _with_sim(stack: ExitStack, judges) -> None:
 
 
 @adjudicate_app.command("list")
-def list_(sweep: str | None = typer.Argument(None)) -> None:
+def list_(sweep: str | None = typer.Argument(None, help="sweep id; omitted: every sweep")) -> None:
     """Cells awaiting a human decision."""
     from afpbench.workers.grading.adjudication import list_disputes
 
     rows = list_disputes(sweep)
-    table = Table(title=f"{len(rows)} cells in GRADER_DISPUTE")
-    for col in ("cell", "sweep", "model", "cond", "fixture", "rep", "reason"):
-        table.add_column(col)
+    from rich import box
+
+    where = f" of sweep {sweep}" if sweep else ""
+    table = Table(title=f"{len(rows)} cells in GRADER_DISPUTE{where}", box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0),
+                  show_edge=False, caption="`afpbench adjudicate show CELL` for one")
+    heads = ("cell", "model", "cond", "fixture", "rep") if sweep else ("cell", "sweep", "model", "cond", "fixture",
+                                                                         "rep")
+    for head in heads:
+        table.add_column(head, no_wrap=head != "model", overflow="fold", max_width=12 if head == "model" else None)
+    table.add_column("reason", ratio=1, min_width=20)  # wrapped at spaces, never cut
     for r in rows:
-        table.add_row(
-            str(r["cell_id"]),
-            r["sweep_id"],
-            r["model"],
-            r["condition"],
-            r["fixture"],
-            str(r["repeat"]),
-            (r["reason"] or "")[:120],
-        )
+        values = {"cell": str(r["cell_id"]), "sweep": r["sweep_id"], "model": Text(r["model"]),
+                  "cond": r["condition"], "fixture": r["fixture"], "rep": str(r["repeat"])}
+        table.add_row(*(values[h] for h in heads), Text(r["reason"] or ""))
     Console().print(table)
 
 
 @adjudicate_app.command("show")
-def show(cell: int) -> None:
-    """The run record of a disputed cell: response, judge rationales, dispute reasons, history."""
+def show(cell: int = typer.Argument(..., help="cell id (from `adjudicate list`)"),
+         as_json: bool = typer.Option(False, "--json", help="the full run record and history as JSON")) -> None:
+    """A disputed cell: its record and answer, why it is disputed, each judge's scores and rationales,
+    its results and human decisions so far."""
+    from afpbench.api.cli_report import record_json, record_table
+    from afpbench.api.dispute_text import dispute_view
     from afpbench.workers.grading.adjudication import history
-    from afpbench.workers.results.records import run_record
-    from afpbench.workers.store.db import session_scope
 
-    with session_scope() as session:
-        record = run_record(session, cell).model_dump(mode="json")
-    record["history"] = history(cell)
-    typer.echo(json.dumps(record, indent=2, default=str))
+    record = record_json(cell)
+    if as_json:
+        record["history"] = history(cell)
+        typer.echo(json.dumps(record, indent=2, default=str, ensure_ascii=False))
+        return
+    Console().print(dispute_view(record, record_table(record)))
 
 
 @adjudicate_app.command("decide")

@@ -38,16 +38,19 @@ def progress_bar(console: Console, disable: bool = False) -> Iterator:
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
+        TextColumn("{task.fields[stages]}", markup=False),
         console=console,
         disable=disable,
         transient=False,
     )
     with bar:
-        task = bar.add_task("cells", total=None)
+        task = bar.add_task("decided", total=None, stages="")
 
-        def update(p) -> None:
+        def update(p) -> None:  # the bar counts decided cells; beside it, where the others stand
+            s = p.stages
             waiting = f" ({p.waiting_for_slot} waiting for a slot)" if p.waiting_for_slot else ""
-            bar.update(task, total=p.total, completed=p.done, description=f"cells{waiting}")
+            bar.update(task, total=p.total, completed=p.done, description=f"decided{waiting}",
+                       stages=f"answering {s.answering} · answered {s.answered} · judging {s.judging}")
 
         yield update
 
@@ -78,6 +81,7 @@ def _notes(overview: RunOverview) -> list[str]:
 
     notes = [
         condition_legend(overview.by_condition),
+        f"cells: {overview.stages.line()}",
         f"{overview.done}/{overview.cells} cells done, {overview.attempts} attempts; "
         f"seal {(overview.seal or '')[:16]}…; database {overview.database}",
     ]
@@ -86,6 +90,7 @@ def _notes(overview: RunOverview) -> list[str]:
                      "scored (a wait spends no attempt; AFP_SLOT_WAIT_S)")
     if overview.judges == []:
         notes.append(NO_JUDGES_NOTE)
+    notes += _human_notes(overview)
     balance = overview.exclusion_balance
     flagged = [f"{t.model} {t.comparison} FLAGGED (Fisher exact p = {t.p_value:.3g})"
                for t in balance.comparisons if t.flagged]
@@ -94,6 +99,19 @@ def _notes(overview: RunOverview) -> list[str]:
     notes += spend_lines(overview.cost, overview.budget)
     notes += [f"notice: {n}" for n in overview.notices]
     return notes
+
+
+def _human_notes(overview: RunOverview) -> list[str]:
+    """Human decisions made and disputes awaiting one: a reader sees that people set some states."""
+    out = []
+    if overview.human_decisions:
+        n = overview.human_decisions
+        out.append(f"human decisions: {n} (`afpbench cells` marks the cells, the report lists each)"
+                   if n != 1 else "human decisions: 1 (`afpbench cells` marks the cell, the report lists it)")
+    awaiting = overview.by_state.get("GRADER_DISPUTE", 0)
+    if awaiting:
+        out.append(f"awaiting a human decision: {awaiting} GRADER_DISPUTE (`afpbench adjudicate list`)")
+    return out
 
 
 def summary_table(overview: RunOverview) -> Group:

@@ -10,7 +10,7 @@ from afpbench.scoring.rates import EXCLUDED, FAIL, NOT_RUN, PASS, Contract
 from afpbench.scoring.states import pass_rate
 from afpbench.workers.results.batch_listing import BatchState, batch_states
 from afpbench.workers.results.summary import RunSummary
-from afpbench.workers.sweeps.progress import Progress
+from afpbench.workers.sweeps.progress import Progress, Stages
 
 
 class ConditionRate(Contract):
@@ -35,12 +35,15 @@ class RunOverview(RunSummary):
     cells: int
     done: int
     by_phase: dict[str, int]
+    stages: Stages = Field(description="cells by stage: waiting, answering, answered (awaiting a judge), "
+                                       "judging, decided")
     by_state: dict[str, int]
     waiting_for_slot: int = Field(0, description="open cells whose scoring waits for its pool's rate or in-flight "
                                                  "slot (a wait is not a failed try)")
     by_condition: dict[str, dict[str, int]] = Field(description="cells by state, '(phase)' for an unfinished one")
     pass_rate_by_condition: dict[str, ConditionRate]
     attempts: int
+    human_decisions: int = Field(description="human decisions recorded on the sweep's cells (adjudicate)")
     notices: list[str]
     database: str = Field(description="the database URL without its password")
     judges: list[str]
@@ -56,6 +59,7 @@ def run_overview(sweep_id: str, progress: Progress, attempts: int, database_url:
 
     from afpbench.workers.errors import SweepNotFound
     from afpbench.workers.results.aggregation import snapshot, stored_summary
+    from afpbench.workers.results.human_decisions import decision_count
     from afpbench.workers.store.db import session_scope
     from afpbench.workers.store.models import Cell, Phase, Sweep
 
@@ -69,6 +73,7 @@ def run_overview(sweep_id: str, progress: Progress, attempts: int, database_url:
         ).first()
         if sweep is None:
             raise SweepNotFound(f"no sweep with id {sweep_id!r}")
+        decisions = decision_count(session, sweep_id)
         rows = session.execute(
             select(col(Cell.condition), col(Cell.phase), col(Cell.state), func.count())
             .where(col(Cell.sweep_id) == sweep_id)
@@ -82,11 +87,11 @@ def run_overview(sweep_id: str, progress: Progress, attempts: int, database_url:
     by_condition = dict(sorted(by_condition.items()))
     return RunOverview(
         sweep_id=sweep_id, name=sweep.name, simulated=sweep.simulated, status=progress.status, seal=sweep.seal_hash,
-        cells=progress.total, done=progress.done, by_phase=progress.phases, by_state=progress.states,
-        waiting_for_slot=progress.waiting_for_slot,
+        cells=progress.total, done=progress.done, by_phase=progress.phases, stages=progress.stages,
+        by_state=progress.states, waiting_for_slot=progress.waiting_for_slot,
         by_condition=by_condition,
         pass_rate_by_condition={c: _condition_rate(counts) for c, counts in by_condition.items()},
-        attempts=attempts, notices=list(sweep.notices or []), database=database_url,
+        attempts=attempts, human_decisions=decisions, notices=list(sweep.notices or []), database=database_url,
         judges=[j.get("label") or f"{j['provider']}/{j['model']}" for j in sweep.spec.get("judges", [])],
         exclusion_balance=summary.exclusion_balance, by_model_condition=summary.by_model_condition,
         comparisons=summary.comparisons, no_scored_cell=summary.no_scored_cell, cost=summary.cost,

@@ -119,7 +119,8 @@ def get_sweep(sweep_id: str) -> SweepDetail:
         summary, notices = _summary_of(row), list(row.notices or [])
     p = runs.progress(sweep_id)
     return SweepDetail(**summary.model_dump(), total=p.total, done=p.done, finished=p.finished,
-                       phases=p.phases, states=p.states, attempts=runs.attempts_count(sweep_id), notices=notices)
+                       phases=p.phases, stages=p.stages, states=p.states, attempts=runs.attempts_count(sweep_id),
+                       notices=notices)
 
 
 @router.post("/{sweep_id}/cancel", response_model=SweepCancelled,

@@ -15,6 +15,7 @@ from afpbench.scoring.states import ResultState
 from afpbench.workers.results.record_model import RunRecord as RunRecord  # the body of GET /cells/{cell_id}
 from afpbench.workers.results.summary import SweepSummary as SweepAggregate
 from afpbench.workers.results.table_spec import TableRows
+from afpbench.workers.sweeps.progress import Stages
 
 MAX_PAGE = 500
 Score = Annotated[int, Field(ge=0, le=2)]
@@ -60,6 +61,9 @@ class SweepDetail(SweepSummary):
     done: int = Field(description="cells with a final result state")
     finished: bool
     phases: dict[str, int] = Field(description="cells by pipeline phase")
+    stages: Stages = Field(description="cells by stage, the phases named for a reader: waiting (pending, "
+                                       "queued), answering (executing), answered (awaiting_score: answer "
+                                       "stored, no judge yet), judging (scoring), decided (done)")
     states: dict[str, int] = Field(description="finished cells by result state (all six counted apart)")
     attempts: int
     notices: list[str]

@@ -94,26 +94,41 @@ def _compare_page(session: Session, request: Request, sweep_id: str, fixture_id:
                   simulated=sweep.simulated)
 
 
-def _decision_form(request: Request, cell_id: int) -> v.Safe:
+def _decision_form(request: Request, cell_id: int, typed: dict[str, str] | None = None,
+                   refused: str | None = None) -> v.Safe:
+    """The decision form; after a refusal, filled with what was typed and the reason above it."""
+    typed = typed or {}
+
+    def options(values: list[str], chosen: str, blank: str | None = None) -> str:
+        pairs = ([("", blank)] if blank is not None else []) + [(x, x) for x in values]
+        return "".join(f'<option value="{v.e(val)}"{" selected" if val == chosen else ""}>{v.e(text)}</option>'
+                       for val, text in pairs)
+
     states = [s.value for s in ResultState if s != ResultState.GRADER_DISPUTE]
-    score_opts = '<option value="">-</option>' + "".join(f'<option value="{n}">{n}</option>' for n in (0, 1, 2))
-    scores = "".join(f'<label>{v.e(d)} <select name="score_{v.e(d)}">{score_opts}</select></label>'
+    scores = "".join(f'<label>{v.e(d)} <select name="score_{v.e(d)}">'
+                     f'{options(["0", "1", "2"], typed.get(f"score_{d}", ""), "-")}</select></label>'
                      for d in DIMENSIONS)
-    fatal = '<option value="">none</option>' + "".join(f'<option value="{v.e(c.value)}">{v.e(c.value)}</option>'
-                                                        for c in FatalCriterionId)
+    fatal = options([c.value for c in FatalCriterionId], typed.get("fatal_criterion", ""), "none")
+    error = f'<p class="error" id="decision-refused" role="alert">{v.e(refused)}</p>' if refused else ""
     return v.Safe(
-        f'<form method="post" action="{v.url(f"/cells/{cell_id}/decide")}" id="decide" class="decide">'
+        error + f'<form method="post" action="{v.url(f"/cells/{cell_id}/decide")}" id="decide" class="decide">'
         + csrf_field(request)
-        + '<label>reviewer <input name="reviewer" required maxlength="200"></label>'
-        + '<label>decision <select name="state">' + "".join(f'<option value="{s}">{s}</option>' for s in states)
-        + "</select></label>" + f'<fieldset><legend>scores (all four, or none)</legend>{scores}</fieldset>'
+        + '<label>reviewer <input name="reviewer" required maxlength="200" '
+        + f'value="{v.e(typed.get("reviewer", ""))}"></label>'
+        + f'<label>decision <select name="state">{options(states, typed.get("state", ""))}</select></label>'
+        + f'<fieldset><legend>scores (all four, or none)</legend>{scores}</fieldset>'
         + f'<label>fatal criterion <select name="fatal_criterion">{fatal}</select></label>'
-        + '<label>note <textarea name="note" required maxlength="20000" rows="3"></textarea></label>'
+        + '<label>note <textarea name="note" required maxlength="20000" rows="3">'
+        + v.e(typed.get("note", "")) + "</textarea></label>"
         + '<button type="submit">record decision</button></form>')
 
 
 @router.get("/cells/{cell_id}")
 def cell_page(request: Request, cell_id: CellId):
+    return _cell_page(request, cell_id)
+
+
+def _cell_page(request: Request, cell_id: int, typed: dict[str, str] | None = None, refused: str | None = None):
     with session_scope() as session:
         if session.get(Cell, cell_id) is None:
             raise PageError(404, f"no cell with id {cell_id}")
@@ -128,16 +143,18 @@ def cell_page(request: Request, cell_id: CellId):
         v.section("Attempts and HTTP rounds", rv.attempts(r), sid="attempts-section"),
         v.section("Results and human decisions", rv.history(r), sid="history-section"),
     ]
-    if r.result_state == ResultState.GRADER_DISPUTE.value:
-        body.insert(1, v.section("Decide this dispute", v.para("a human decision adds rows (nothing is overwritten) "
+    if r.result_state == ResultState.GRADER_DISPUTE.value:  # below the answer it decides on
+        body.insert(2, v.section("Decide this dispute", v.para("a human decision adds rows (nothing is overwritten) "
                                                                 "and must agree with the sealed pass rule", "muted"),
-                                 _decision_form(request, cell_id), sid="adjudicate"))
+                                 _decision_form(request, cell_id, typed, refused), sid="adjudicate"))
     compare = v.url(f"/sweeps/{v.seg(r.sweep_id)}/fixtures/{v.seg(r.fixture_id)}", model=r.model_hash,
                     repeat=r.repeat)
     crumbs = [(v.url(f"/sweeps/{v.seg(r.sweep_id)}"), r.sweep_id), (compare, f"{r.fixture_id} A-D"),
               (v.url(f"/cells/{cell_id}"), f"cell {cell_id}")]
+    # After a refused decision: the page again with what was typed kept, answered 422.
     return v.page(f"Cell {cell_id}: {r.model} / {r.condition} / {r.fixture_id} r{r.repeat}", body, crumbs=crumbs,
-                  logout=logout_form(request), simulated=r.simulated.sweep or r.simulated.model_output)
+                  logout=logout_form(request), simulated=r.simulated.sweep or r.simulated.model_output,
+                  status_code=422 if refused else 200)
 
 
 def _decision_fields(form: dict[str, str]) -> dict:
@@ -167,9 +184,10 @@ def decide(request: Request, cell_id: CellId, form: Form):
     with session_scope() as session:  # closed before decide() writes in its own transaction
         if session.get(Cell, cell_id) is None:
             raise PageError(404, f"no cell with id {cell_id}")
-    fields = _decision_fields(form)
     try:
-        adjudication.record_human_decision(cell_id, **fields)
+        adjudication.record_human_decision(cell_id, **_decision_fields(form))
+    except PageError as exc:  # a field is wrong: the form comes back as typed, with the reason
+        return _cell_page(request, cell_id, form, f"decision refused: {exc}")
     except adjudication.AdjudicationError as exc:
-        raise PageError(422, f"decision refused: {exc}") from None
+        return _cell_page(request, cell_id, form, f"decision refused: {exc}")
     return RedirectResponse(v.url(f"/cells/{cell_id}") + "#history-section", status_code=303)

@@ -29,9 +29,10 @@ from afpbench.workers.results.reliability_tables import RELIABILITY_TABLES
 from afpbench.workers.results.spend import spend_lines
 from afpbench.workers.results.summary import PairedComparison, PendingComparison, SweepSummary
 from afpbench.workers.results.table_spec import condition_legend
-from afpbench.workers.results.trail_tables import RERUNS
+from afpbench.workers.results.trail_tables import HUMAN_DECISIONS, RERUNS
 from afpbench.workers.store.db import session_scope
 from afpbench.workers.store.models import Cell, Phase, Sweep, saved_id
+from afpbench.workers.sweeps.progress import Progress
 
 router = APIRouter(route_class=ViewerRoute, dependencies=Viewer)
 CELL_ROWS = 500
@@ -139,8 +140,12 @@ def _cells(session: Session, s: SweepSummary, sweep_id: str, flt: dict[str, str 
         r = results.get(saved_id(c.id))
         compare = v.url(f"/sweeps/{v.seg(sweep_id)}/fixtures/{v.seg(c.fixture_id)}", model=c.model_hash,
                         repeat=c.repeat)
+        decided: dict[str, Any] = (r.details or {}) if r is not None else {}  # stored JSON, as written
+        state = v.state_badge(c.state, c.phase)
+        if decided.get("source") == "human":  # a reviewer's name is data: escaped
+            state = v.join([state, v.e(f" human: {decided.get('reviewer')}")])
         rows.append([v.link(v.url(f"/cells/{c.id}"), c.id), c.model_label, c.condition,
-                     f"{c.fixture_id}@{c.fixture_version}", c.repeat, v.state_badge(c.state, c.phase),
+                     f"{c.fixture_id}@{c.fixture_version}", c.repeat, state,
                      "-" if r is None or r.total is None else r.total, (r.fatal_criterion if r else None) or "-",
                      v.link(compare, "A-D side by side")])
     shown = f"{len(cells)} of {total} cells" + (f" (the first {CELL_ROWS})" if total > CELL_ROWS else "")
@@ -149,13 +154,17 @@ def _cells(session: Session, s: SweepSummary, sweep_id: str, flt: dict[str, str 
                            tid="cells")])
 
 
+def _progress_line(p: Progress) -> str:
+    """The progress text of the sweep page, also sent in progress.json for the page's live update."""
+    states = ", ".join(f"{k} {n}" for k, n in sorted(p.states.items())) or "none yet"
+    return f"{p.done}/{p.total} cells decided; {p.stages.line()}; status {p.status}; states: {states}"
+
+
 def _progress_block(sweep_id: str) -> v.Safe:
     p = runs.progress(sweep_id)
-    states = ", ".join(f"{k} {n}" for k, n in sorted(p.states.items())) or "none yet"
     live = "" if p.finished else f' data-progress="{v.e(v.url(f"/sweeps/{v.seg(sweep_id)}/progress.json"))}"'
     return v.Safe(f'<div class="progress" id="progress"{live}><progress max="{p.total}" value="{p.done}"></progress> '
-                  f'<span id="progress-text">{p.done}/{p.total} cells done; status {v.e(p.status)}; '
-                  f"states: {v.e(states)}</span></div>")
+                  f'<span id="progress-text">{v.e(_progress_line(p))}</span></div>')
 
 
 @router.get("/sweeps/{sweep_id}")
@@ -189,6 +198,7 @@ def sweep_page(
         v.section("Plots", v.Safe(plots)),
         v.section("Exclusion balance", _balance(s), sid="balance-section"),
         *([v.section(RERUNS.title, results_table(RERUNS.render(s)), sid="reruns-section")] if s.reruns else []),
+        v.section(HUMAN_DECISIONS.title, results_table(HUMAN_DECISIONS.render(s)), sid="decisions-section"),
         *([v.section(tables.BATCHES.title, results_table(tables.BATCHES.render(batches)), sid="batches-section")]
           if (batches := batch_states(sweep_id)) else []),
         v.section("Judge reliability", v.join([results_table(t.render(s), titled=True) for t in RELIABILITY_TABLES]),
@@ -217,7 +227,7 @@ def sweep_progress(request: Request, sweep_id: str) -> Response:
     shown. Revalidated by ETag: an unchanged progress costs its one counting query and a 304, no body."""
     p = runs.progress(sweep_id)  # an unknown sweep: SweepNotFound, a 404 page
     body = json.dumps({"status": p.status, "total": p.total, "done": p.done, "finished": p.finished,
-                       "states": p.states}, sort_keys=True)
+                       "states": p.states, "stages": p.stages.__dict__, "line": _progress_line(p)}, sort_keys=True)
     etag = '"p-' + hashlib.sha256(body.encode()).hexdigest()[:24] + '"'
     headers = {"Cache-Control": "no-cache", "ETag": etag}
     if etag_matches(request.headers.get("if-none-match"), etag):

@@ -9,6 +9,7 @@ sealed inputs are unchanged by it.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 
 import yaml
@@ -87,11 +88,26 @@ def test_a_decided_dispute_keeps_its_tool_call_written_as_text_in_show_report_an
     sweep_id = json.loads(run.stdout)["sweep_id"]
     ((cell_id, state),) = rows(tmp_path / "afpbench.db", "select id, state from cell")
     assert state == "GRADER_DISPUTE", run.stdout + run.stderr
+    ((reason,),) = rows(tmp_path / "afpbench.db", "select state_reason from cell")
+    assert len(reason) > 120  # the old listing cut it at 120 characters, mid-word
+    listed = afpbench(["adjudicate", "list"], tmp_path, env={"COLUMNS": "80"}).stdout
+    assert max(map(len, listed.splitlines())) <= 80
+    words = set(re.split(r"[\s│┃|]+", listed))
+    assert [w for w in reason.split() if w not in words] == [], listed  # wrapped at spaces: every word whole
+    shown = afpbench(["adjudicate", "show", str(cell_id)], tmp_path, env={"COLUMNS": "100"}).stdout
+    assert "why disputed:" in shown and "no human decision yet" in shown and '\\"' not in shown
+    assert "calculateLatePayment" in shown and not shown.lstrip().startswith("{")
+    awaiting = afpbench(["status"], tmp_path, env={"COLUMNS": "200"}).stdout
+    assert "awaiting a human decision: 1 GRADER_DISPUTE" in awaiting
     done = afpbench(["adjudicate", "decide", str(cell_id), "--state", "MODEL_FAIL", "--reviewer", "dana",
                      "--note", "it wrote the calculator call out instead of making it, no figure given",
                      "--scores", "0,1,1,1"], tmp_path)
     assert done.returncode == 0, done.stderr
 
+    assert "(human: dana)" in afpbench(["cells"], tmp_path, env={"COLUMNS": "200"}).stdout
+    status = afpbench(["status"], tmp_path, env={"COLUMNS": "200"}).stdout
+    assert "human decisions: 1 " in status and "awaiting a human decision:" not in status
+    assert "dana" in afpbench(["adjudicate", "show", str(cell_id)], tmp_path, env={"COLUMNS": "100"}).stdout
     record = json.loads(afpbench(["show", str(cell_id), "--json"], tmp_path).stdout)
     assert record["result_state"] == "MODEL_FAIL" and record["results"][-1]["details"]["source"] == "human"
     assert record["written_tool_call"]["calls"][0]["name"] == "calculateLatePayment"

@@ -218,3 +218,47 @@ def test_a_quote_not_in_the_answer_is_a_judge_error_asked_again_not_a_dispute(tm
     assert len(never["tries"]) == 3 and all("quote not found" in t["error"] for t in never["tries"])
     assert never["verdict"]["state"] == "GRADER_DISPUTE"  # no usable judgement after the bounded retries
     assert "no usable judgement" in never["verdict"]["dispute_reasons"][0]
+
+
+def test_judge_timeout_and_parameters_are_sent_and_each_reply_text_is_printed_and_saved(tmp_path):
+    """`--timeout` bounds each judge call (a judge that never answers in time is a failed call and exit 3,
+    not a wait of 120 s per try); `--judge-param` goes into the request body as a spec's params would; the
+    judge's own text is printed under the verdict and kept in `--save`'s JSON."""
+    import threading
+
+    from tests.e2e.test_scoring_pipeline import completion_body, replaying_server
+
+    body = "The cap is 10% of EUR 84,000.00: at most EUR 8,400.00. The daily rate is in Schedule 4, not attached."
+    prompt = ["fixtures", "check", "P01", "--answer", str(tmp_path / "answer.md"), "--judge",
+              "openai-compatible:test-judge"]
+    (tmp_path / "answer.md").write_text(body, encoding="utf-8")
+
+    answered = replaying_server(lambda request: completion_body(judgement(request["messages"][-1]["content"])))
+    never = threading.Event()
+    silent = replaying_server(lambda request: never.wait(60) and "")
+    try:
+        saved = tmp_path / "judged.json"
+        ok = afpbench([*prompt, "--base-url", f"http://127.0.0.1:{answered.server_port}/v1",
+                       "--judge-param", "temperature=0", "--judge-param", "max_tokens=800", "--timeout", "30",
+                       "--save", str(saved)], tmp_path)
+        slow = afpbench([*prompt, "--base-url", f"http://127.0.0.1:{silent.server_port}/v1", "--timeout", "1",
+                         "--json"], tmp_path)
+    finally:
+        never.set()
+        answered.shutdown()
+        silent.shutdown()
+    assert ok.returncode == 0, ok.stderr
+    sent = answered.requests[0]
+    assert sent["temperature"] == 0 and sent["max_tokens"] == 800
+    record = json.loads(saved.read_text(encoding="utf-8"))
+    first = record["judgement"]["tries"][0]
+    assert json.loads(first["text"])["scores"] and first["finish_reason"] == "stop"
+    assert "| " + first["text"].splitlines()[0] in ok.stdout  # the judge's text under the verdict
+    assert slow.returncode == 3, slow.stderr
+    tries = json.loads(slow.stdout)["judgement"]["tries"]
+    assert tries and all(t["error"] and "timeout after 1s" in t["error"] for t in tries), tries
+
+
+def test_tool_calls_help_says_it_takes_a_file_and_what_is_in_it(tmp_path):
+    shown = afpbench(["fixtures", "check", "--help"], tmp_path).stdout
+    assert "--tool-calls FILE" in shown and '"expression"' in shown and "--timeout SECONDS" in shown

@@ -140,6 +140,24 @@ def test_the_viewer_in_chromium_from_sign_in_to_a_decision(tmp_path, sync_playwr
         assert page.locator("#decide").count() == 1 and "GRADER_DISPUTE" in page.inner_text("#record")
         _shot(page, tmp_path, "4-disputed-cell")
         before = next(r for r in _report(api, base, dispute_id)["by_model_condition"] if r["condition"] == condition)
+        # The form sits below the answer it decides on.
+        assert page.locator("#answer").bounding_box()["y"] < page.locator("#adjudicate").bounding_box()["y"]
+        # A decision the sealed pass rule refuses (a pass with a 0) comes back with what was typed kept.
+        note = "read in the viewer: the figure is right but the answer skips the cap's source"
+        page.fill("#decide input[name=reviewer]", "chromium reviewer")
+        page.select_option("#decide select[name=state]", "MODEL_PASS")
+        for dim, score in zip(("task_correctness", "evidence_discipline", "uncertainty_handling", "failure_control"),
+                              "2022", strict=True):
+            page.select_option(f"#decide select[name=score_{dim}]", score)
+        page.fill("#decide textarea[name=note]", note)
+        page.click("#decide button")
+        page.wait_for_load_state("load")
+        assert "decision refused" in page.inner_text("#decision-refused")
+        assert page.input_value("#decide input[name=reviewer]") == "chromium reviewer"
+        assert page.input_value("#decide select[name=state]") == "MODEL_PASS"
+        assert page.input_value("#decide select[name=score_evidence_discipline]") == "0"
+        assert page.input_value("#decide textarea[name=note]") == note
+        _shot(page, tmp_path, "4b-refused-kept")
         page.fill("#decide input[name=reviewer]", "chromium reviewer")
         page.select_option("#decide select[name=state]", "MODEL_FAIL")
         for dim in ("task_correctness", "evidence_discipline", "uncertainty_handling", "failure_control"):
@@ -157,6 +175,8 @@ def test_the_viewer_in_chromium_from_sign_in_to_a_decision(tmp_path, sync_playwr
         assert [d["reviewer"] for d in after["human_decisions"]] == ["chromium reviewer"]
         page.goto(f"{base}/view/sweeps/{dispute_id}")
         assert f"{row['pass']}/{row['n']}" in page.inner_text("#rates")
+        assert "chromium reviewer" in page.inner_text("#human_decisions")  # the sweep page shows the decision
+        assert "human: chromium reviewer" in page.inner_text("#cells")
         _shot(page, tmp_path, "6-dispute-sweep-after")
         assert not [e for e in errors if "Content Security Policy" in e or "Refused" in e], errors
         browser.close()

@@ -33,8 +33,10 @@ class ReportSeat:
         return judge_call(judge, messages, f"fixtures-check|{self.fixture_key}|judge{judge_round}", wanted)
 
     def keep(self, attempt: JudgeTry) -> None:
+        call = attempt.call  # the judge's own text is kept: a reader checks the verdict against it
         record: dict[str, Any] = {"judge": attempt.judge.display, "round": attempt.judge_round,
-                                  "error": attempt.error, "retry_change": attempt.retry_change}
+                                  "error": attempt.error, "retry_change": attempt.retry_change, "text": call.text,
+                                  "finish_reason": call.finish_reason, "latency_ms": call.latency_ms}
         if attempt.judgement is not None:
             record |= {"scores": attempt.judgement.scores, "flagged": attempt.judgement.flagged()}
         self.tries.append(record)

@@ -120,14 +120,15 @@ def score_cell(cell_id: int, worker: str) -> Scored | RejudgeLater | NotScored:
                 try:
                     verdict, details, run = score_answer(session, cell_id)
                 except JudgingCancelled as exc:
-                    # The judge calls already made are real requests: their rows are kept. The cell
+                    # The judge calls already made are real requests: their rows are kept (each was
+                    # committed as its call ended, sweep_seat.py). The cell
                     # goes back to awaiting_score with no result, for `afpbench resume`.
                     session.execute(update(Cell).where(_still_ours(cell_id, owner))
                                     .values(phase=Phase.awaiting_score, lease_owner=None, lease_until=None))
                     return NotScored(str(exc))
                 # The fence: only the claim that still holds the cell writes its result. A scorer that
-                # lost its lease (stalled past it while another scorer claimed the cell) writes nothing,
-                # and its judgements are rolled back with the rest of this transaction.
+                # lost its lease (stalled past it while another scorer claimed the cell) writes no result;
+                # the rows of the judge calls it made stay, as every call's row does (sweep_seat.py).
                 done = session.exec(
                     update(Cell).where(_still_ours(cell_id, owner)).values(**done_values(verdict))
                 ).rowcount
@@ -217,7 +218,7 @@ def score_answer(
     ev = evidence_for(inputs, validity_for(session, cell.sweep_id), cell.fixture_id, attempt.id,
                       attempt.output_text, attempt.tool_calls, attempt.outcome)
     job = JudgingInputs(inputs.fixtures[cell.fixture_id], judges, inputs.judge_prompt)
-    verdict = judged_verdict(SweepSeat(session, cell, inputs, run), job, ev)
+    verdict = judged_verdict(SweepSeat(cell, inputs, run), job, ev)
     return verdict, ev.details(verdict, [j.display for j in judges]), run
 
 

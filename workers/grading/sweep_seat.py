@@ -1,16 +1,17 @@
 """A sweep's judge calls (judging.py:JudgeSeat): the pool's limits in the sweep, no call started after
 a cancel, and every try kept as a Judgement row of the scoring run (finish reason, tokens, latency, the
-request as sent, and what its retry changed)."""
+request as sent, and what its retry changed), committed as its call ends rather than with the verdict:
+progress and the run record show a judgement as soon as it exists, and a call's row stays when the
+scoring try later fails, is cancelled or loses its lease (the call was made either way)."""
 
 from __future__ import annotations
-
-from sqlmodel import Session
 
 from afpbench.reference.hashing import text_sha256
 from afpbench.scoring.judge import Judgement
 from afpbench.workers.grading.judges import JudgeCall, judge_call
 from afpbench.workers.grading.judging import JudgeTry
 from afpbench.workers.providers.types import ResponseSchema
+from afpbench.workers.store.db import session_scope
 from afpbench.workers.store.lossless import storable_text
 from afpbench.workers.store.models import Cell, JudgementRow, saved_id
 from afpbench.workers.sweeps.inputs import SweepInputs
@@ -27,8 +28,8 @@ class SweepSeat:
     """A sweep's judge calls (judging.py:JudgeSeat): the pool's limits in the sweep, no call started
     after a cancel, and every try kept as a Judgement row of this scoring run."""
 
-    def __init__(self, session: Session, cell: Cell, inputs: SweepInputs, scoring_run: int):
-        self.session, self.cell, self.inputs, self.scoring_run = session, cell, inputs, scoring_run
+    def __init__(self, cell: Cell, inputs: SweepInputs, scoring_run: int):
+        self.cell, self.inputs, self.scoring_run = cell, inputs, scoring_run
         self.prompt_hash = text_sha256(inputs.judge_prompt)
 
     def call(self, judge: ModelSpec, messages: list[dict], wanted: ResponseSchema, judge_round: int) -> JudgeCall:
@@ -39,18 +40,22 @@ class SweepSeat:
         return judge_call(judge, messages, f"{self.cell.key}|judge{judge_round}", wanted, limits)
 
     def keep(self, attempt: JudgeTry) -> None:
-        """Every try is kept: the raw text, and either the parsed judgement or why it is unusable."""
+        """Every try is kept: the raw text, and either the parsed judgement or why it is unusable; in a
+        transaction of its own (the scoring transaction only reads until the verdict, so this never waits
+        on it)."""
         call, judge = attempt.call, attempt.judge
-        self.session.add(JudgementRow(
-            cell_id=saved_id(self.cell.id), scoring_run=self.scoring_run, judge_label=judge.display,
-            judge_round=attempt.judge_round, prompt_sha256=self.prompt_hash,
-            # A judge's text may hold bytes a database column cannot (NUL on PostgreSQL): stored readable.
-            raw_text=None if call.text is None else storable_text(call.text),
-            parsed=None if attempt.judgement is None else _judgement_json(attempt.judgement),
-            parse_error=attempt.error, simulated=judge.simulated, finish_reason=call.finish_reason,
-            input_tokens=call.usage.input_tokens, output_tokens=call.usage.output_tokens,
-            latency_ms=call.latency_ms, request_sent=call.request_sent or None, retry_change=attempt.retry_change,
-        ))
+        with session_scope() as session:
+            session.add(JudgementRow(
+                cell_id=saved_id(self.cell.id), scoring_run=self.scoring_run, judge_label=judge.display,
+                judge_round=attempt.judge_round, prompt_sha256=self.prompt_hash,
+                # A judge's text may hold bytes a database column cannot (NUL on PostgreSQL): stored readable.
+                raw_text=None if call.text is None else storable_text(call.text),
+                parsed=None if attempt.judgement is None else _judgement_json(attempt.judgement),
+                parse_error=attempt.error, simulated=judge.simulated, finish_reason=call.finish_reason,
+                input_tokens=call.usage.input_tokens, output_tokens=call.usage.output_tokens,
+                latency_ms=call.latency_ms, request_sent=call.request_sent or None,
+                retry_change=attempt.retry_change,
+            ))
 
 
 def _judgement_json(j: Judgement) -> dict:

@@ -118,6 +118,7 @@ class CellLine:
     scores: dict[str, int | None]
     fatal_criterion: str | None
     attempts: int
+    decided_by: str | None = None  # the reviewer, when the latest result is a human decision
 
     def as_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -156,16 +157,18 @@ def sweep_cells(session: Session, sweep_id: str, where: CellFilter, limit: int |
     newer = aliased(Result)
     latest = (select(func.max(newer.scoring_run)).where(newer.cell_id == Cell.id).correlate(Cell)
               .scalar_subquery())
-    q = (select(Cell, Result.total, Result.fatal_criterion, *(getattr(Result, c) for c in DIMENSIONS))
+    # Only a human decision's details hold a reviewer (workers/grading/adjudication.py).
+    reviewer = col(Result.details)["reviewer"].as_string()
+    q = (select(Cell, Result.total, Result.fatal_criterion, reviewer, *(getattr(Result, c) for c in DIMENSIONS))
          .outerjoin(Result, (col(Result.cell_id) == col(Cell.id)) & (col(Result.scoring_run) == latest))
          .where(*conditions).order_by(col(Cell.id)))
     if limit is not None:
         q = q.limit(limit)
     out = []
-    for cell, total, fatal, *scores in session.execute(q).all():
+    for cell, total, fatal, decided_by, *scores in session.execute(q).all():
         out.append(CellLine(id=cell.id, model=cell.model_label, condition=cell.condition,
                             fixture=f"{cell.fixture_id}@{cell.fixture_version}", repeat=cell.repeat,
                             phase=cell.phase, state=cell.state, total=total,
                             scores=dict(zip(DIMENSIONS, scores, strict=True)),
-                            fatal_criterion=fatal, attempts=cell.attempts))
+                            fatal_criterion=fatal, attempts=cell.attempts, decided_by=decided_by))
     return out

@@ -28,6 +28,28 @@ def is_cancelled(sweep_id: str) -> bool:
 _STATUS = select(Sweep.status).where(Sweep.id == bindparam("b_sweep"))  # built once: read per round and judge call
 
 
+@dataclass(frozen=True)
+class Stages:
+    """A sweep's cells by where they stand, named for a reader: the phases a cell really passes
+    (workers/store/models.py:Phase) grouped as the bar, `status`, the viewer and the API show them."""
+
+    waiting: int  # pending + queued: the tested model not asked yet
+    answering: int  # executing: the tested model's call (and its tool rounds) in flight
+    answered: int  # awaiting_score: the answer is stored, no judge is working on it yet
+    judging: int  # scoring: judges are being asked (their rows appear as each call ends)
+    decided: int  # done: a result state is recorded
+
+    @classmethod
+    def of(cls, phases: dict[str, int]) -> Stages:
+        n = phases.get
+        return cls(waiting=n(Phase.pending, 0) + n(Phase.queued, 0), answering=n(Phase.executing, 0),
+                   answered=n(Phase.awaiting_score, 0), judging=n(Phase.scoring, 0), decided=n(Phase.done, 0))
+
+    def line(self) -> str:
+        """e.g. "waiting 4, answering 2, answered 3, judging 1, decided 10"."""
+        return ", ".join(f"{name} {n}" for name, n in self.__dict__.items())
+
+
 @dataclass
 class Progress:
     sweep_id: str
@@ -41,6 +63,10 @@ class Progress:
     @property
     def finished(self) -> bool:
         return self.done >= self.total
+
+    @property
+    def stages(self) -> Stages:
+        return Stages.of(self.phases)
 
 
 # An open cell whose scoring waits for its pool's slot says so in its state_reason (grading/scorer.py).

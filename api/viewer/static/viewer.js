@@ -16,10 +16,9 @@
         .then(function (p) {
           bar.max = p.total;
           bar.value = p.done;
-          var states = Object.keys(p.states).sort().map(function (k) { return k + " " + p.states[k]; });
-          // textContent, never innerHTML: nothing the server sends is parsed as markup.
-          text.textContent = p.done + "/" + p.total + " cells done; status " + p.status +
-            "; states: " + (states.length ? states.join(", ") : "none yet");
+          // textContent, never innerHTML: nothing the server sends is parsed as markup. The line is the
+          // server's (the same words as the page): decided, then where the other cells stand.
+          text.textContent = p.line;
           if (p.finished) {
             clearInterval(timer);
             window.location.reload();  // the final report replaces the interim one

@@ -139,7 +139,24 @@ def test_json_keeps_its_keys_and_adds_the_per_model_reading(summary):
               "by_condition", "pass_rate_by_condition", "attempts", "exclusion_balance", "notices", "database"}
     assert before <= set(summary)
     added = {"judges", "by_model_condition", "comparisons", "no_scored_cell", "cost", "budget", "waiting_for_slot",
-             "batches"}
+             "stages", "human_decisions", "batches"}
     assert set(summary) - before == added
     assert summary["no_scored_cell"] is None
     assert summary["pass_rate_by_condition"]["C"]["n"] == 24 and summary["by_condition"]["D"]["(queued)"] == 1
+
+
+def test_the_progress_bar_counts_decided_cells_and_says_where_the_others_stand():
+    """Live progress by stage in the bar: decided M/N, then answering, answered (awaiting a judge) and
+    judging, redrawn from each reading of the sweep's progress."""
+    from io import StringIO
+
+    from afpbench.api.display import progress_bar
+    from afpbench.workers.sweeps.progress import Progress
+
+    out = StringIO()
+    console = Console(file=out, force_terminal=True, width=120, color_system=None)
+    with progress_bar(console) as update:
+        update(Progress("s1", 10, 2, {"done": 2, "executing": 1, "awaiting_score": 3, "scoring": 4}, {}, "running"))
+    text = out.getvalue()
+    assert "decided" in text and "2/10" in text
+    assert "answering 1 · answered 3 · judging 4" in text

@@ -30,3 +30,25 @@ def test_progress_is_revalidated_by_etag(settings_env, sqlite_url):
         s.execute(update(Cell).where(Cell.id == open_cell).values(phase=Phase.done, state="MODEL_FAIL"))
     moved = client.get("/view/sweeps/pg1/progress.json", headers={"If-None-Match": etag})
     assert moved.status_code == 200 and moved.json()["finished"] is True and moved.headers["etag"] != etag
+
+
+def test_progress_names_the_stages_in_the_viewer_and_the_api(settings_env, sqlite_url):
+    """Live progress by stage: an answer awaiting its judge, a cell being judged and a decided one are
+    told apart on the sweep page, in the JSON it polls (its line is the page's own words) and in
+    GET /sweeps/{id}."""
+    settings_env(AFP_DATABASE_URL=sqlite_url, AFP_API_TOKEN="")
+    spec = parse_spec({"name": "staged (simulated)", "models": [{"provider": "sim", "model": "sim-1"}], "judges": []})
+    with session_scope() as s:
+        cells = CellMaker(s, make_sweep(s, "st1", spec=spec, status="running"))
+        cells.add("A", "P01", "MODEL_PASS")
+        answered, judging = cells.add("B", "P01", None), cells.add("C", "P01", None)
+        cells.add("D", "P01", None)
+        s.execute(update(Cell).where(Cell.id == answered).values(phase=Phase.awaiting_score))
+        s.execute(update(Cell).where(Cell.id == judging).values(phase=Phase.scoring))
+    client = TestClient(create_app(runtime=False))
+    polled = client.get("/view/sweeps/st1/progress.json").json()
+    assert polled["stages"] == {"waiting": 1, "answering": 0, "answered": 1, "judging": 1, "decided": 1}
+    assert polled["line"].startswith("1/4 cells decided; waiting 1, answering 0, answered 1, judging 1, decided 1")
+    assert polled["line"] in client.get("/view/sweeps/st1").text
+    detail = client.get("/sweeps/st1").json()
+    assert detail["stages"] == polled["stages"] and detail["phases"]["scoring"] == 1
