@@ -219,8 +219,10 @@ def test_a_wait_for_the_shared_slot_is_never_a_failed_scoring_try(tmp_path):
     judge call that waits past AFP_SLOT_WAIT_S for the slot gives its thread back and waits again; the
     wait is not a failed try (before: each such wait was a "judge unavailable" try, and a cell with its
     scoring tries spent that way ended INFRA_ERROR with no judge call made)."""
-    env = {"AFP_SLOT_WAIT_S": "0.2", "AFP_MAX_ATTEMPTS": "2", "AFP_LOG_LEVEL": "INFO"}
-    with SimServer(SimConfig()).start() as sim, SlotCountingServer(sim.base_url, delay_s=0.3) as server:
+    # Each call holds the one slot for 1 s and a waiting call gives up after 0.1 s: any two calls that meet
+    # make a wait, however busy the machine is (at 0.3 s against 0.2 s a busy machine could show none).
+    env = {"AFP_SLOT_WAIT_S": "0.1", "AFP_MAX_ATTEMPTS": "2", "AFP_LOG_LEVEL": "INFO"}
+    with SimServer(SimConfig()).start() as sim, SlotCountingServer(sim.base_url, delay_s=1.0) as server:
         spec = tmp_path / "s.yaml"
         spec.write_text(yaml.safe_dump(_spec(server.base_url, 1, ["P02", "P03", "P04"])))
         proc = afpbench(["run", str(spec), "--json", "--threads", "6"], tmp_path, env=env, timeout=300)
