@@ -15,6 +15,8 @@ workers/migrations/versions/ and `afpbench db upgrade` on each deployment.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 
 from alembic import command
@@ -130,17 +132,47 @@ def upgrade(url: str | Engine | None = None, revision: str = "head") -> str:
     """Migrate the database (default: AFP_DATABASE_URL) to `revision`; returns the revision reached."""
     engine, owned = _engine_for(url)
     try:
-        with engine.begin() as connection:
-            _lock(connection)
-            _adopt_unversioned(connection)
-            cfg = alembic_config()
-            cfg.attributes["connection"] = connection
-            command.upgrade(cfg, revision)
-            reached = _revision_of(connection)
+        with engine.connect() as connection, _sqlite_references_checked_at_the_end(connection):
+            with connection.begin():
+                _lock(connection)
+                _adopt_unversioned(connection)
+                cfg = alembic_config()
+                cfg.attributes["connection"] = connection
+                command.upgrade(cfg, revision)
+                reached = _revision_of(connection)
+                _check_references(connection)
         return reached or "base"
     finally:
         if owned:
             engine.dispose()
+
+
+@contextmanager
+def _sqlite_references_checked_at_the_end(connection: Connection) -> Iterator[None]:
+    """SQLite alters a table by copying it (Alembic's batch mode: create, copy, DROP, rename); with foreign
+    keys on (the engine's setting, workers/store/sqlite_writers.py) the DROP of a table other rows point at
+    is refused. As SQLite's own procedure for altering tables says: references off for the migration (the
+    pragma must be set outside a transaction), checked once before it commits, the setting put back."""
+    if connection.dialect.name != "sqlite":
+        yield
+        return
+    was_on = connection.exec_driver_sql("PRAGMA foreign_keys").scalar()
+    connection.exec_driver_sql("PRAGMA foreign_keys=OFF")
+    connection.commit()  # ends SQLAlchemy's autobegun transaction (pysqlite sent no BEGIN for a pragma)
+    try:
+        yield
+    finally:
+        connection.exec_driver_sql(f"PRAGMA foreign_keys={'ON' if was_on else 'OFF'}")
+        connection.commit()
+
+
+def _check_references(connection: Connection) -> None:
+    if connection.dialect.name != "sqlite":
+        return  # PostgreSQL checks every reference as the migration runs
+    bad = connection.exec_driver_sql("PRAGMA foreign_key_check").first()
+    if bad is not None:  # rolled back by the caller's transaction
+        raise SchemaMismatch(f"a migration left a row of {bad[0]} pointing at a missing {bad[2]} row; "
+                             "the database is left as it was")
 
 
 def check_schema_current(engine: Engine) -> None:

@@ -39,14 +39,6 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint('id'),
     )
     op.create_index(op.f('ix_rerun_sweep_id'), 'rerun', ['sweep_id'], unique=False)
-    if op.get_bind().dialect.name == 'sqlite':
-        # SQLite adds a column with its reference in place. A batch copy of `cell` would DROP the table
-        # the attempts, results and judgements point at, which foreign_keys=ON refuses on a filled file.
-        op.execute("ALTER TABLE cell ADD COLUMN attempt_base INTEGER DEFAULT '0' NOT NULL")
-        op.execute("ALTER TABLE cell ADD COLUMN result_base INTEGER DEFAULT '0' NOT NULL")
-        op.execute("ALTER TABLE cell ADD COLUMN rerun_id INTEGER "
-                   "CONSTRAINT fk_cell_rerun_id REFERENCES rerun (id)")
-        return
     with op.batch_alter_table('cell') as batch:
         batch.add_column(sa.Column('attempt_base', sa.Integer(), nullable=False, server_default='0'))
         batch.add_column(sa.Column('result_base', sa.Integer(), nullable=False, server_default='0'))
@@ -56,8 +48,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     with op.batch_alter_table('cell') as batch:
-        if op.get_bind().dialect.name != 'sqlite':  # SQLite's copy of the table leaves the reference out
-            batch.drop_constraint('fk_cell_rerun_id', type_='foreignkey')
+        batch.drop_constraint('fk_cell_rerun_id', type_='foreignkey')
         batch.drop_column('rerun_id')
         batch.drop_column('result_base')
         batch.drop_column('attempt_base')
