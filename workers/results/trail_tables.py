@@ -5,9 +5,15 @@ workers/results/tables.py, defined as every table is (workers/results/table_spec
 from __future__ import annotations
 
 from operator import attrgetter
+from typing import Any
 
 from afpbench.workers.results.summary import HumanDecisionEntry, RerunEntry, SweepSummary, WrittenToolCallEntry
 from afpbench.workers.results.table_spec import CONDITION, COUNT, LABEL, MODEL, YES_NO, Column, Table
+
+# The cell a trail row is about: its id (for `afpbench show`), model, condition, fixture and repeat.
+CELL_COLUMNS: tuple[Column[Any], ...] = (
+    Column("cell_id", "cell", attrgetter("cell_id"), COUNT), MODEL, CONDITION,
+    Column("fixture", "fixture", lambda r: f"{r.fixture} r{r.repeat}"))
 
 
 def _decisions_note(s: SweepSummary) -> str:
@@ -19,8 +25,7 @@ def _decisions_note(s: SweepSummary) -> str:
 
 HUMAN_DECISIONS = Table[HumanDecisionEntry](
     "human_decisions", "Human decisions",
-    (Column("cell_id", "cell", attrgetter("cell_id"), COUNT), MODEL, CONDITION,
-     Column("fixture", "fixture", lambda d: f"{d.fixture} r{d.repeat}"),
+    (*CELL_COLUMNS,
      Column("from_to", "from -> to", lambda d: f"{d.from_state or '-'} -> {d.to_state}"),
      Column("kind", "kind", lambda d: "override" if d.override else "dispute", LABEL),
      Column("reviewer", "reviewer", attrgetter("reviewer")), Column("reason", "reason", attrgetter("reason")),
@@ -29,8 +34,7 @@ HUMAN_DECISIONS = Table[HumanDecisionEntry](
 
 WRITTEN_TOOL_CALLS = Table[WrittenToolCallEntry](
     "written_tool_calls", "Tool calls written as text",
-    (Column("cell_id", "cell", attrgetter("cell_id"), COUNT), MODEL, CONDITION,
-     Column("fixture", "fixture", lambda w: f"{w.fixture} r{w.repeat}"),
+    (*CELL_COLUMNS,
      Column("tools", "tools", lambda w: ", ".join(w.tools)),
      Column("whole_answer", "whole answer", attrgetter("whole_answer"), YES_NO),
      Column("state", "state", attrgetter("state"), LABEL)),
@@ -43,7 +47,7 @@ def _reruns_note(s: SweepSummary) -> str:
     if not s.reruns:
         return "no rerun"
     return (f"{s.superseded.attempts} attempts and {s.superseded.results} results superseded by reruns: kept on "
-            "record (run records, records.jsonl), never counted; each cell's latest result is")
+            "record (run records, records.jsonl), never counted; each cell's latest result is the one counted")
 
 
 RERUNS = Table[RerunEntry](
