@@ -11,11 +11,12 @@ def spend_lines(cost: Cost | None, budget: Budget | None) -> list[str]:
         return []
     models = sum(r.usd or 0.0 for r in cost.by_model)
     judges = sum(r.usd or 0.0 for r in cost.by_judge)
-    estimate = "none made" if cost.estimate_usd is None else f"${cost.estimate_usd:,.4f}"
+    estimate = ("plan's estimate: none (no prices when the sweep was planned)" if cost.estimate_usd is None
+                else f"plan's estimate ${cost.estimate_usd:,.4f} (sync lane, `afpbench plan`)")
     unpriced = [r.model for r in [*cost.by_model, *cost.by_judge] if r.usd is None or not (r.prices and (
         r.prices.input_per_mtok or r.prices.output_per_mtok))]
     lines = [f"cost: actual ${cost.sweep_usd:,.4f} (models ${models:,.4f} + judges ${judges:,.4f}); "
-             f"plan's estimate {estimate} (sync lane, `afpbench plan`)"
+             f"{estimate}"
              + (f"; no prices declared for {', '.join(unpriced)}: counted as $0" if unpriced else "")]
     if budget is not None:
         lines.append(f"budget ${budget.usd:,.2f}: spent ${budget.spent_usd:,.4f}"
