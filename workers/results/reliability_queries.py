@@ -1,4 +1,4 @@
-"""The judge reliability of a sweep from SQL (the figures: scoring/judge_reliability.py): every Judgement row
+"""The judge reliability of a sweep from SQL (the figures: scoring/judge_reliability.py): every JudgementRow
 of each cell's latest scoring run (only the scores and fatal flags of its parsed judgement are read, by
 JSON path, never the rationales), the scored answer's length, and the human decisions the summary already
 holds. Called by aggregation.py; a sweep without judges has none (None in the summary).
@@ -19,8 +19,7 @@ from afpbench.scoring.judge_reliability import CellJudging, JudgeReliability, Ve
 from afpbench.scoring.rates import FAIL, PASS
 from afpbench.scoring.rules import PassRule
 from afpbench.workers.results.summary import HumanDecisionEntry
-from afpbench.workers.store.models import CALL_FAILED, Attempt, Cell, Result
-from afpbench.workers.store.models import JudgementRow as Judgement
+from afpbench.workers.store.models import CALL_FAILED, Attempt, Cell, JudgementRow, Result
 from afpbench.workers.sweeps.spec import SweepSpec
 
 Key = tuple[int, str, int]  # (cell id, judge label, round)
@@ -37,14 +36,14 @@ def _verdict(scores: Any, flags: Any, rule: PassRule) -> Verdict | None:
 def _judgings(session: Session, sweep_id: str, rule: PassRule) -> dict[Key, Verdict | None]:
     """Per (cell, judge, round) of the cell's latest scoring run: the usable verdict (any try), None when
     no try was usable; a judging whose every call failed is left out (it says nothing of the judge)."""
-    latest = (select(col(Judgement.cell_id), func.max(Judgement.scoring_run).label("run"))
-              .join(Cell, col(Cell.id) == Judgement.cell_id).where(col(Cell.sweep_id) == sweep_id)
-              .group_by(col(Judgement.cell_id)).subquery())
-    parsed = cast(Any, Judgement.parsed)  # the JSON column (its declared type is the value's)
-    q = (select(col(Judgement.cell_id), col(Judgement.judge_label), col(Judgement.judge_round),
-                parsed["scores"], parsed["fatal_flags"], col(Judgement.parse_error))
-         .join(latest, (latest.c.cell_id == Judgement.cell_id) & (latest.c.run == Judgement.scoring_run))
-         .order_by(col(Judgement.id)).execution_options(yield_per=2000))
+    latest = (select(col(JudgementRow.cell_id), func.max(JudgementRow.scoring_run).label("run"))
+              .join(Cell, col(Cell.id) == JudgementRow.cell_id).where(col(Cell.sweep_id) == sweep_id)
+              .group_by(col(JudgementRow.cell_id)).subquery())
+    parsed = cast(Any, JudgementRow.parsed)  # the JSON column (its declared type is the value's)
+    q = (select(col(JudgementRow.cell_id), col(JudgementRow.judge_label), col(JudgementRow.judge_round),
+                parsed["scores"], parsed["fatal_flags"], col(JudgementRow.parse_error))
+         .join(latest, (latest.c.cell_id == JudgementRow.cell_id) & (latest.c.run == JudgementRow.scoring_run))
+         .order_by(col(JudgementRow.id)).execution_options(yield_per=2000))
     out: dict[Key, Verdict | None] = {}
     answered: set[Key] = set()
     for cell_id, judge, round_, scores, flags, error in session.execute(q):

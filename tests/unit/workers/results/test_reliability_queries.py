@@ -17,8 +17,7 @@ from afpbench.workers.results.aggregation import snapshot
 from afpbench.workers.results.export import export_bundle
 from afpbench.workers.results.reliability_tables import RELIABILITY_TABLES
 from afpbench.workers.store.db import session_scope
-from afpbench.workers.store.models import CALL_FAILED, Adjudication
-from afpbench.workers.store.models import JudgementRow as Judgement
+from afpbench.workers.store.models import CALL_FAILED, Adjudication, JudgementRow
 from afpbench.workers.sweeps.spec_loading import parse_spec
 from tests.unit.sweep_builder import CellMaker, make_sweep
 
@@ -29,10 +28,10 @@ BAD = {"task_correctness": 1, "evidence_discipline": 0, "uncertainty_handling": 
 
 
 def _judgement(cell_id: int, judge: str, scores: dict | None, round_: int = 1, run: int = 1,
-               error: str | None = None) -> Judgement:
+               error: str | None = None) -> JudgementRow:
     parsed = None if scores is None else {"scores": scores, "fatal_flags": {"fabricated_fact": False},
                                           "rationales": {}, "quotes": {}, "total": sum(scores.values())}
-    return Judgement(cell_id=cell_id, scoring_run=run, judge_label=judge, judge_round=round_, prompt_sha256="x",
+    return JudgementRow(cell_id=cell_id, scoring_run=run, judge_label=judge, judge_round=round_, prompt_sha256="x",
                      parsed=parsed, parse_error=error if scores is None else None, simulated=True)
 
 
