@@ -96,6 +96,9 @@ def sim(
     batch_delay_s: float = typer.Option(0.0, help="batch API: seconds a batch stays in progress"),
     batch_error_rate: float = typer.Option(0.0, help="batch API: share of entries answered with an error"),
     batch_expire_rate: float = typer.Option(0.0, help="batch API: share of batches that expire, half unrun"),
+    batch_create_hold_s: float = typer.Option(
+        0.0, help="batch API: seconds each create answer is held after the batch is registered (a client that "
+                  "dies meanwhile leaves a batch it does not know of)"),
 ) -> None:
     """Serve a simulated OpenAI-compatible model (its output is labelled simulated everywhere)."""
     from afpbench.workers.sim.server import FaultConfig, SimConfig, serve_forever
@@ -112,6 +115,7 @@ def sim(
         batch_delay_s=batch_delay_s,
         batch_error_rate=batch_error_rate,
         batch_expire_rate=batch_expire_rate,
+        batch_create_hold_s=batch_create_hold_s,
     )
     console.print(f"sim (simulated model) on http://{host}:{port}/v1")
     serve_forever(SimConfig(faults=faults, plain=plain), host, port)

@@ -119,6 +119,7 @@ def summary_table(overview: RunOverview) -> Group:
     TERMINAL_TABLES. It fits 80 columns."""
     from afpbench.workers.results.summary import PendingComparison
     from afpbench.workers.results.tables import BATCHES, COMPARISONS, TERMINAL_TABLES
+    from afpbench.workers.store.batch_models import OPEN_BATCH
 
     label = " [yellow](SIMULATED model output)[/yellow]" if overview.simulated else ""
     title = Text.from_markup(f"[bold]sweep {overview.sweep_id}[/bold] — ")
@@ -138,5 +139,9 @@ def summary_table(overview: RunOverview) -> Group:
             parts += [Text(""), _rich_table(rendered)]
     if overview.batches:  # the batch lane's batches and their state
         parts += [Text(""), _rich_table(BATCHES.render(overview.batches, narrow=True))]
+        # The error column is too wide for 80 columns: an open batch's says why it waits (e.g. an unconfirmed
+        # submission the provider is asked about before anything is sent again), so it is printed below.
+        parts += [Text(f"batch {b.id} ({b.status}): {b.error}", style="yellow") for b in overview.batches
+                  if b.error and b.status in OPEN_BATCH]
     parts += [Text(""), *(Text(note, style="dim") for note in _notes(overview))]
     return Group(*parts)

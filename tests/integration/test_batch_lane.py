@@ -6,6 +6,10 @@ Rules checked (docs/SPEC.md "Lanes", docs/PROTOCOL.md "The batch lane"):
   conversation, on the sync lane in both);
 - a worker SIGKILL and a broker restart (its queue keys gone) while batches are pending lose and
   duplicate nothing: every batch is submitted once, every cell has one attempt and one result;
+- a batch is never submitted (and paid) twice (docs/PROTOCOL.md "The batch lane"): a worker SIGKILLed
+  after the provider registered its batch but before the answer came back leaves the row `submitting`;
+  the next worker finds that copy in the provider's list (label; Anthropic: time window, request count,
+  custom ids) and adopts it, in each of the three shapes;
 - an expired batch's unrun cells are sent again once (on the sync lane) and end as they would have.
 """
 
@@ -73,18 +77,20 @@ def _one_of_each(url: str) -> tuple[list, list, list]:
     return attempts, results, open_
 
 
-def _sweep_status(url: str) -> str | None:
+def _sweep_status(url: str, name: str = "lane batch") -> str | None:
     engine = create_engine(url)
     with engine.connect() as conn:
-        status = conn.execute(text("select status from sweep")).scalar()
+        status = conn.execute(text("select status from sweep where name = :name"), {"name": name}).scalar()
     engine.dispose()
     return status
 
 
-def _batches(url: str) -> list[tuple]:
+def _batches(url: str, *more: str) -> list[tuple]:
+    """Each batch row's status, provider status, entries, recorded, answered, and the `more` columns."""
     engine = create_engine(url)
     with engine.connect() as conn:
-        rows = conn.execute(text("select status, provider_status, entries, recorded, answered from batch")).all()
+        rows = conn.execute(text(", ".join(["select status, provider_status, entries, recorded, answered", *more])
+                                 + " from batch order by id")).all()
     engine.dispose()
     return [tuple(r) for r in rows]
 
@@ -176,3 +182,38 @@ def test_an_expired_batchs_unrun_cells_are_sent_again_once_and_end_right(postgre
     engine.dispose()
     assert len(resent) == 12
     assert all(error.startswith("batch entry expired") and outcome == "answer" for error, outcome in resent)
+
+
+@pytest.mark.parametrize(("provider", "ended_as", "identified_by"), [
+    ("sim", "completed", "its label"),  # OpenAI: metadata.afpbench
+    ("sim-anthropic", "ended", "its results' custom ids"),  # no label: time window + request count, then custom ids
+    ("sim-gemini", "SUCCEEDED", "its label"),  # Gemini: displayName
+])
+def test_a_worker_killed_before_the_create_answer_came_leaves_one_batch_at_the_provider(
+        postgres_url, fresh_redis, tmp_path, provider, ended_as, identified_by):
+    only = ["P01", "P02", "P03"]  # one-round fixtures: every batch-lane cell rides in the one batch
+    # The sim registers each batch and holds the create answer until it stops: the client never hears of it.
+    with SimServer(SimConfig(faults=FaultConfig(batch_delay_s=1.0, batch_create_hold_s=3600))).start() as sim:
+        env = service_env(postgres_url, fresh_redis, AFP_SIM_URL=sim.base_url, **FAST)
+        with running_workers(env, ["w0"], tmp_path):
+            _run(env, _spec(tmp_path, "sync", only, provider), tmp_path)
+        detached = subprocess.run([sys.executable, "-m", "afpbench.api.cli", "run",
+                                   str(_spec(tmp_path, "batch", only, provider)), "--detach"], cwd=REPO, env=env,
+                                  capture_output=True, text=True, timeout=120)
+        assert detached.returncode == 0, detached.stderr
+        with running_workers(env, ["w1"], tmp_path) as (first,):  # no beat: only the release's message wakes it
+            _wait_for(lambda: sim.stats()["batches"] == 1 and [b[0] for b in _batches(postgres_url)] == ["submitting"])
+            os.killpg(first.pid, signal.SIGKILL)  # the provider holds the batch; the row does not know its id
+            first.wait(30)
+        with running_workers(env, ["w2"], tmp_path, beat=True):
+            _wait_for(lambda: _sweep_status(postgres_url) == "complete", deadline_s=240)
+        created = sim.stats()["batches"]
+    batches = _batches(postgres_url, "details")
+    assert created == len(batches) == 1, "one batch created at the provider per batch row: never sent twice"
+    (status, said, entries, recorded, answered, details), = batches
+    assert (status, said) == ("ended", ended_as) and entries == recorded == answered == 24
+    details = details if isinstance(details, dict) else json.loads(details)
+    assert details["identified"]["how"] == identified_by and details["submission"]["tries"] == 1
+    assert _states(postgres_url, "lane batch") == _states(postgres_url, "lane sync")
+    assert len(_states(postgres_url, "lane batch")) == 24
+    assert _one_of_each(postgres_url) == ([], [], []), "every cell one attempt and one result, none left open"

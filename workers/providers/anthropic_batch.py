@@ -5,6 +5,12 @@ its results read from `results_url` (JSONL: {custom_id, result: {type: succeeded
 expired, ...}}). Shapes: https://docs.anthropic.com/en/api/creating-message-batches,
 https://docs.anthropic.com/en/api/retrieving-message-batch-results and the guide
 https://docs.anthropic.com/en/docs/build-with-claude/batch-processing; test bodies: tests/data/batch/anthropic_*.
+
+A Message Batch takes no metadata or name of ours, so a submission whose answer was lost is found in the
+batch list (GET /v1/messages/batches, newest first, `limit` 1-1000, cursor `after_id`, answered {data,
+has_more, first_id, last_id}: https://docs.anthropic.com/en/api/listing-message-batches) by its time
+window and request count (`request_counts` summed); the poller confirms a copy by its results' custom ids
+(workers/cells/batch_submit.py).
 """
 
 from __future__ import annotations
@@ -14,14 +20,17 @@ from abc import abstractmethod
 from collections.abc import Iterable, Sequence
 
 from afpbench.workers.providers.batch import (
+    LIST_PAGE,
     BatchAPI,
     BatchLimits,
     BatchLine,
+    BatchPage,
     BatchView,
     EntryResult,
     answered,
     entry_failure,
     json_lines,
+    mapping,
     rfc3339,
 )
 from afpbench.workers.providers.batch_http import batch_call
@@ -38,6 +47,7 @@ ERROR_STATUS = {"invalid_request_error": 400, "authentication_error": 401, "bill
 class AnthropicBatch(BatchAPI):
     # "up to 100,000 Message requests or 256 MB in size, whichever is reached first"; ends within 24 hours.
     batch_limits = BatchLimits(max_entries=100_000, max_bytes=256 * 1024 * 1024, window_s=24 * 3600)
+    labelled = False
 
     @abstractmethod
     def version_headers(self) -> dict[str, str]:
@@ -61,8 +71,21 @@ class AnthropicBatch(BatchAPI):
     def read_batch(self, body: dict) -> BatchView:
         status = str(body.get("processing_status") or "")
         url = body.get("results_url")
+        counts = mapping(body.get("request_counts"))
+        numbers = [n for n in counts.values() if isinstance(n, int) and not isinstance(n, bool)]
         return BatchView(str(body.get("id")), status, status == "ended", rfc3339(body.get("expires_at")),
-                         (url,) if isinstance(url, str) else (), None, body)
+                         (url,) if isinstance(url, str) else (), None, body, rfc3339(body.get("created_at")), None,
+                         sum(numbers) if numbers else None)
+
+    def list_page(self, endpoint: Endpoint, cursor: str | None) -> BatchPage:
+        query = {"limit": LIST_PAGE, **({"after_id": cursor} if cursor else {})}
+        return self.read_batch_list(json.loads(batch_call(endpoint, "GET", self._batches(endpoint),
+                                                          self._headers(endpoint), params=query)))
+
+    def read_batch_list(self, body: dict) -> BatchPage:
+        views = tuple(self.read_batch(b) for b in body.get("data") or [] if isinstance(b, dict))
+        more = body.get("has_more") is True and isinstance(body.get("last_id"), str)
+        return BatchPage(views, body["last_id"] if more else None)
 
     def batch_results(self, endpoint: Endpoint, view: BatchView, secrets: Iterable[str] = (),
                       order: Sequence[str] = ()) -> list[EntryResult]:

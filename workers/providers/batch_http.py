@@ -28,7 +28,7 @@ class BatchFault(Exception):
 
 
 def batch_call(endpoint: Endpoint, method: str, url: str, headers: dict[str, str], **body: Any) -> str:
-    """`body`: requests' json=, data= or files=. Returns the response text of a 2xx."""
+    """`body`: requests' json=, data=, files= or params= (a query). Returns the response text of a 2xx."""
     secrets = [k for k in (key_for_quiet(endpoint),) if k]
     session = session_for(endpoint.base_url or url)
     try:

@@ -6,6 +6,12 @@ RUNNING, SUCCEEDED, FAILED, CANCELLED, EXPIRED) and, once done, the inlined resp
 each {response} or {error} (its metadata is not always echoed, so position decides where it is missing).
 Shapes: https://ai.google.dev/gemini-api/docs/batch-mode and https://ai.google.dev/api/batch-mode; test
 bodies: tests/data/batch/gemini_*.
+
+Our label is the batch's `displayName` ("the user-defined name of this batch"), and `batches.list`
+(GET /v1beta/batches with `pageSize` and `pageToken`, answered by a ListOperationsResponse {operations,
+nextPageToken}: https://ai.google.dev/api/batch-mode#method:-batches.list) finds the copy of a
+submission whose answer was lost. The list's operations carry no inlined responses; the adopted batch is
+read with batches.get as any other.
 """
 
 from __future__ import annotations
@@ -14,13 +20,16 @@ import json
 from collections.abc import Iterable, Sequence
 
 from afpbench.workers.providers.batch import (
+    LIST_PAGE,
     BatchAPI,
     BatchLimits,
     BatchLine,
+    BatchPage,
     BatchView,
     EntryResult,
     answered,
     entry_failure,
+    mapping,
     rfc3339,
 )
 from afpbench.workers.providers.batch_http import batch_call
@@ -65,8 +74,24 @@ class GeminiBatch(BatchAPI):
         state = _state(batch)
         error = body.get("error") if isinstance(body.get("error"), dict) else None
         ended = state in ENDED or body.get("done") is True
+        stats = mapping(batch.get("batchStats"))
+        count = str(stats.get("requestCount") or "")  # an int64, which JSON carries as a string
+        label = batch.get("displayName")
         return BatchView(str(body.get("name") or batch.get("name")), state, ended, rfc3339(batch.get("expireTime")),
-                         ("inline",) if ended else (), error.get("message") if error else None, body)
+                         ("inline",) if ended else (), error.get("message") if error else None, body,
+                         rfc3339(batch.get("createTime")), label if isinstance(label, str) else None,
+                         int(count) if count.isdigit() else None)
+
+    def list_page(self, endpoint: Endpoint, cursor: str | None) -> BatchPage:
+        query = {"pageSize": LIST_PAGE, **({"pageToken": cursor} if cursor else {})}
+        url = f"{self.api_root(endpoint)}/batches"  # type: ignore[attr-defined]
+        return self.read_batch_list(json.loads(batch_call(endpoint, "GET", url, self.key_headers(endpoint),
+                                                          params=query)))
+
+    def read_batch_list(self, body: dict) -> BatchPage:
+        views = tuple(self.read_batch(op) for op in body.get("operations") or [] if isinstance(op, dict))
+        token = body.get("nextPageToken")
+        return BatchPage(views, token if isinstance(token, str) and token else None)
 
     def batch_results(self, endpoint: Endpoint, view: BatchView, secrets: Iterable[str] = (),
                       order: Sequence[str] = ()) -> list[EntryResult]:

@@ -3,6 +3,12 @@ one JSONL file (POST /files, purpose "batch"), a batch created over it (POST /ba
 /v1/chat/completions, window 24h), polled (GET /batches/{id}), and its output and error files read
 (GET /files/{id}/content). Shapes: https://platform.openai.com/docs/guides/batch and the API reference
 (https://platform.openai.com/docs/api-reference/batch); the bodies the tests read: tests/data/batch/openai_*.
+
+Our label rides in the batch's `metadata` (16 pairs, values up to 512 characters:
+https://platform.openai.com/docs/api-reference/batch/create), and the batch list (GET /batches with
+`limit` 1-100 and the cursor `after`, answered {object: list, data, first_id, last_id, has_more}:
+https://platform.openai.com/docs/api-reference/batch/list) finds the copy of a submission whose answer
+was lost.
 """
 
 from __future__ import annotations
@@ -12,19 +18,23 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 
 from afpbench.workers.providers.batch import (
+    LIST_PAGE,
     BatchAPI,
     BatchLimits,
     BatchLine,
+    BatchPage,
     BatchView,
     EntryResult,
     answered,
     entry_failure,
     json_lines,
+    mapping,
 )
 from afpbench.workers.providers.batch_http import BatchFault, batch_call
 from afpbench.workers.providers.types import Endpoint
 
 CHAT_PATH = "/v1/chat/completions"
+LABEL_KEY = "afpbench"  # the metadata key our label is sent under
 ENDED = frozenset({"completed", "expired", "cancelled", "failed"})
 
 
@@ -55,7 +65,7 @@ class OpenAIBatch(BatchAPI):
             raise BatchFault(f"file upload answered without an id: {str(uploaded)[:200]}")
         created = batch_call(endpoint, "POST", self._root(endpoint) + "/batches", headers, json={
             "input_file_id": file_id, "endpoint": CHAT_PATH, "completion_window": "24h",
-            "metadata": {"afpbench": label[:512]}})
+            "metadata": {LABEL_KEY: label[:512]}})
         return self.read_batch(json.loads(created))
 
     def poll_batch(self, endpoint: Endpoint, provider_batch_id: str) -> BatchView:
@@ -68,8 +78,22 @@ class OpenAIBatch(BatchAPI):
         errors = (body.get("errors") or {}).get("data") or []
         error = "; ".join(f"{e.get('code')}: {e.get('message')}" for e in errors if isinstance(e, dict)) or None
         files = tuple(f for f in (body.get("output_file_id"), body.get("error_file_id")) if isinstance(f, str))
+        metadata = mapping(body.get("metadata"))
+        counts = mapping(body.get("request_counts"))
+        total = counts.get("total")
         return BatchView(str(body.get("id")), status, status in ENDED, _moment(body.get("expires_at")), files,
-                         error, body)
+                         error, body, _moment(body.get("created_at")), metadata.get(LABEL_KEY),
+                         total if isinstance(total, int) else None)
+
+    def list_page(self, endpoint: Endpoint, cursor: str | None) -> BatchPage:
+        query = {"limit": LIST_PAGE, **({"after": cursor} if cursor else {})}
+        return self.read_batch_list(json.loads(batch_call(endpoint, "GET", f"{self._root(endpoint)}/batches",
+                                                          self.key_headers(endpoint), params=query)))
+
+    def read_batch_list(self, body: dict) -> BatchPage:
+        views = tuple(self.read_batch(b) for b in body.get("data") or [] if isinstance(b, dict))
+        more = body.get("has_more") is True and isinstance(body.get("last_id"), str)
+        return BatchPage(views, body["last_id"] if more else None)
 
     def batch_results(self, endpoint: Endpoint, view: BatchView, secrets: Iterable[str] = (),
                       order: Sequence[str] = ()) -> list[EntryResult]:

@@ -20,7 +20,7 @@ class BatchState(Contract):
     id: int
     model: str
     provider: str
-    status: str  # ours: created, submitted, ended, failed
+    status: str  # ours: created, submitting, submitted, ended, failed
     provider_status: str | None  # the provider's own word
     provider_batch_id: str | None
     entries: int

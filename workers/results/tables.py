@@ -275,7 +275,8 @@ BATCHES = Table[BatchState](
      Column("provider_batch_id", "provider's batch id", attrgetter("provider_batch_id"), TEXT, wide=True),
      Column("error", "last error", attrgetter("error"), TEXT, wide=True)),
     lambda batches: batches,  # rows: the sweep's BatchState list (batch_listing.py), given as it is
-    "status: created, submitted, ended, failed; an entry not answered is recorded with its cause and sent again sync")
+    "status: created, submitting (sent, answer not in: the provider is asked before any new try), submitted, "
+    "ended, failed; an entry not answered is recorded with its cause and sent again sync")
 
 # ---------------------------------------------------------------- where each table is shown
 

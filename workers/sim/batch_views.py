@@ -1,13 +1,14 @@
 """How a simulated batch reads in each provider's shape (batches.py holds the batches): OpenAI's batch
 object and its output/error files, Anthropic's Message Batch and its results JSONL, Gemini's operation
-with inlined responses. Every body says simulated (ids "…sim…", served model "sim-…")."""
+with inlined responses, and each shape's batch list (`batch_list`). Every body says simulated (ids
+"…sim…", served model "sim-…")."""
 
 from __future__ import annotations
 
 import json
 import uuid
 
-from afpbench.workers.sim.batches import WINDOW_S, BatchBook, Outcome, SimBatch
+from afpbench.workers.sim.batches import WINDOW_S, BatchBook, Outcome, Shape, SimBatch
 from afpbench.workers.sim.shapes import anthropic_reply, gemini_reply
 from afpbench.workers.sim.wire import FINGERPRINT, completion_body, error_body, served_model
 
@@ -121,3 +122,35 @@ def gemini_view(batch: SimBatch) -> dict:
             "inlinedResponses": {"inlinedResponses": [_gemini_item(o, model) for o in batch.outcomes or []
                                                       if o[1] != "expired"]}}
     return operation
+
+
+def _page(batches: list[SimBatch], after: str | None, limit: int) -> tuple[list[SimBatch], bool]:
+    """The batches after the cursor (a batch id) and whether more follow."""
+    ids = [b.id for b in batches]
+    start = ids.index(after) + 1 if after in ids else 0
+    return batches[start:start + limit], start + limit < len(batches)
+
+
+def _limit(query: dict[str, str], name: str, default: int, most: int) -> int:
+    value = query.get(name, "")
+    return min(max(int(value), 1), most) if value.isdigit() else default
+
+
+def batch_list(book: BatchBook, shape: Shape, query: dict[str, str], root: str) -> dict:
+    """A page of the shape's list, as documented: OpenAI {object: list, data, first_id, last_id, has_more}
+    (`after`, `limit` 1-100, default 20); Anthropic {data, has_more, first_id, last_id} (`after_id`, `limit`
+    1-1000, default 20); Gemini's ListOperationsResponse {operations, nextPageToken} (`pageToken`,
+    `pageSize`), whose operations carry no inlined responses."""
+    listed = book.listed(shape)
+    if shape == "gemini":
+        page, more = _page(listed, query.get("pageToken"), _limit(query, "pageSize", 20, 1000))
+        operations = [{k: v for k, v in gemini_view(b).items() if k != "response"} for b in page]
+        return {"operations": operations, **({"nextPageToken": page[-1].id} if more and page else {})}
+    if shape == "anthropic":
+        page, more = _page(listed, query.get("after_id"), _limit(query, "limit", 20, 1000))
+        data = [anthropic_view(b, root) for b in page]
+    else:
+        page, more = _page(listed, query.get("after"), _limit(query, "limit", 20, 100))
+        data = [openai_view(book, b) for b in page]
+    ends = {"first_id": page[0].id if page else None, "last_id": page[-1].id if page else None}
+    return {**({"object": "list"} if shape == "openai" else {}), "data": data, **ends, "has_more": more}

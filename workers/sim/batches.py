@@ -4,7 +4,10 @@ adapters speak (workers/providers/*_batch.py):
   (GET /v1/batches/{id}), its output and error files served (GET /v1/files/{id}/content);
 - Anthropic: POST /v1/messages/batches, GET /v1/messages/batches/{id}, GET …/{id}/results (JSONL);
 - Gemini: POST /v1/models/{model}:batchGenerateContent (inlined requests), GET /v1/batches/{id} (an
-  operation whose response carries the inlined responses once done).
+  operation whose response carries the inlined responses once done);
+and each shape's batch list, newest first, paged as the provider documents it (batch_views.py), where a
+client looks for the batch a create request it got no answer to may have made (`batch_create_hold_s`
+holds that answer: handler.py).
 
 A batch is in progress for `batch_delay_s` after it was created, then ends at once: every entry answered
 by the same engine as a sync request (its cell key from the request body's `metadata.afpbench_cell`, so
@@ -138,6 +141,12 @@ class BatchBook:
         return [Entry(str((r.get("metadata") or {}).get("key") or i), gemini_messages(r.get("request") or {}),
                       _key(r.get("request") or {}), model, request_seed(r.get("request") or {}))
                 for i, r in enumerate(requests) if isinstance(r, dict)]
+
+    def listed(self, shape: Shape) -> list[SimBatch]:
+        """The shape's batches, newest first, each brought up to date as a read of it would be."""
+        with self.lock:
+            ids = [b.id for b in sorted(self.batches.values(), key=lambda b: -b.number) if b.shape == shape]
+        return [b for b in map(self.get, ids) if b is not None]
 
     def get(self, batch_id: str) -> SimBatch | None:
         with self.lock:

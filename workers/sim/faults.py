@@ -33,14 +33,20 @@ class FaultConfig:
     malformed_rate: float = 0
     seed: int = 0
     # The batch API (batches.py): how long a batch stays in progress, the share of its entries that fail,
-    # the share of batches that expire with half their entries unrun.
+    # the share of batches that expire with half their entries unrun, and how long the answer to a create
+    # request is held after the batch is registered (a client that dies or gives up meanwhile leaves a
+    # batch at the provider it does not know of: the case a second submission must not pay for twice).
     batch_delay_s: float = 0
     batch_error_rate: float = 0
     batch_expire_rate: float = 0
+    batch_create_hold_s: float = 0
 
     def __post_init__(self) -> None:
-        if self.latency_ms < 0 or self.latency_jitter_ms < 0 or self.timeout_s < 0 or self.batch_delay_s < 0:
-            raise ValueError("latency_ms, latency_jitter_ms, timeout_s and batch_delay_s must be >= 0")
+        waits = {"latency_ms": self.latency_ms, "latency_jitter_ms": self.latency_jitter_ms,
+                 "timeout_s": self.timeout_s, "batch_delay_s": self.batch_delay_s,
+                 "batch_create_hold_s": self.batch_create_hold_s}
+        if any(v < 0 for v in waits.values()):
+            raise ValueError(f"waits must be >= 0: {({k: v for k, v in waits.items() if v < 0})}")
         if self.rate_per_min is not None and self.rate_per_min <= 0:
             raise ValueError("rate_per_min must be > 0 (or None for no rate limit)")
         if self.burst < 1:

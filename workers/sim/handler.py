@@ -91,7 +91,7 @@ class SimHandler(BaseHTTPRequestHandler):
             )
         elif self.path == "/_sim/stats":
             self._json(200, state.stats.snapshot())
-        elif (answer := route_get(state.batches, self.path.rstrip("/"), self._root())) is not None:
+        elif (answer := route_get(state.batches, self.path, self._root())) is not None:
             self._answer(*answer)
         else:
             self._json(404, error_body(f"no route GET {self.path}", "invalid_request_error", "not_found"))
@@ -108,8 +108,12 @@ class SimHandler(BaseHTTPRequestHandler):
             self._chat(state, raw)
         elif (answer := route_post(state.batches, state.engine, self.path.rstrip("/"),
                                    self.headers.get("Content-Type") or "", raw, self.headers.get(CELL_HEADER))):
-            if answer[0] == 200 and "batch" in self.path.lower():
+            if answer[0] == 200 and "batch" in self.path.lower():  # a batch created (registered)
                 state.stats.add("batches")
+                hold = state.faults.batch_create_hold_s
+                if hold and state.stopping.wait(hold):  # its answer held (the fault), until the server stops
+                    self.close_connection = True
+                    return
             self._answer(*answer)
         else:
             self._json(404, error_body(f"no route POST {self.path}", "invalid_request_error", "not_found"))

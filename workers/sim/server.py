@@ -1,7 +1,7 @@
 """The simulated OpenAI-compatible model server (stdlib HTTP, one daemon thread per connection).
 
-Endpoints: POST /v1/chat/completions, GET /v1/models, GET /_sim/stats, POST /_sim/reset, and OpenAI's
-batch API (POST /v1/files, POST /v1/batches, GET /v1/batches/{id}, GET /v1/files/{id}/content: batches.py).
+Endpoints: POST /v1/chat/completions, GET /v1/models, GET /_sim/stats, POST /_sim/reset, and the batch
+APIs of the OpenAI, Anthropic and Gemini shapes with their batch lists (batches.py, shape_routes.py).
 Everything it answers is labelled simulated: the served model is "sim-<requested model>", the body's
 system_fingerprint is "afpbench-sim" and every response has the header X-Afpbench-Simulated: 1.
 The order for a chat request: rate limit (429 costs no token) -> latency -> injected fault or answer

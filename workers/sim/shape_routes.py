@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 import re
+from urllib.parse import parse_qsl, urlsplit
 
-from afpbench.workers.sim.batch_views import anthropic_results, anthropic_view, gemini_view, openai_view
+from afpbench.workers.sim.batch_views import anthropic_results, anthropic_view, batch_list, gemini_view, openai_view
 from afpbench.workers.sim.batches import BatchBook, multipart_fields, request_seed
 from afpbench.workers.sim.engine import SimEngine
 from afpbench.workers.sim.shapes import anthropic_messages, anthropic_reply, gemini_messages, gemini_reply
@@ -28,7 +29,15 @@ def _json(raw: bytes) -> dict | None:
     return body if isinstance(body, dict) else None
 
 
-def route_get(book: BatchBook, path: str, root: str) -> Answer | None:
+def route_get(book: BatchBook, target: str, root: str) -> Answer | None:
+    """`target`: the request's path and query."""
+    split = urlsplit(target)
+    path, query = split.path.rstrip("/"), dict(parse_qsl(split.query))
+    if path == "/v1/messages/batches":
+        return 200, batch_list(book, "anthropic", query, root)
+    if path == "/v1/batches":  # both shapes list here: Gemini's pages by pageSize/pageToken, OpenAI's by limit/after
+        gemini = "pageSize" in query or "pageToken" in query
+        return 200, batch_list(book, "gemini" if gemini else "openai", query, root)
     if path.startswith("/v1/models/"):
         name = path.removeprefix("/v1/models/")
         return 200, {"id": name, "type": "model", "name": f"models/{name}", "display_name": served_model(name),

@@ -20,13 +20,17 @@ from afpbench.workers.store.models import utcnow
 
 
 class BatchStatus(StrEnum):
-    created = "created"  # rows and claimed cells written; not yet accepted by the provider
+    created = "created"  # rows and claimed cells written; never sent to the provider
+    # A create request was (or is being) sent and its answer is not in: the provider may hold a copy, so
+    # the next poller asks it (its batch list) before sending again. `details["submission"]` holds the
+    # label the copy carries, when it was first tried and the tries (workers/cells/batch_submit.py).
+    submitting = "submitting"
     submitted = "submitted"  # the provider holds it (provider_batch_id); polled by the beat
     ended = "ended"  # every entry recorded (answers, and the causes of the entries without one)
     failed = "failed"  # the provider refused the submission; every entry recorded with that cause
 
 
-OPEN_BATCH = (BatchStatus.created.value, BatchStatus.submitted.value)
+OPEN_BATCH = (BatchStatus.created.value, BatchStatus.submitting.value, BatchStatus.submitted.value)
 
 
 class Batch(SQLModel, table=True):
@@ -54,6 +58,7 @@ class Batch(SQLModel, table=True):
     lease_until: datetime | None = None  # a poller holds the batch until then
     error: str | None = Field(default=None, sa_column=Column(Text))
     simulated: bool = False
+    # The submission's record (label, first try, tries) and how the provider's copy was identified.
     details: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
 
 

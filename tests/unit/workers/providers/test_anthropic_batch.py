@@ -36,3 +36,17 @@ def test_results_are_classified_like_sync_answers_and_errors():
     assert results["c19-a1"].error.startswith("batch entry cancelled")
     assert results["c20-a1"].error.startswith("batch entry expired")
     assert results["c20-a1"].outcome == OutcomeClass.infra_error
+
+
+def test_the_batch_list_gives_each_batch_with_its_time_and_request_count_and_no_label():
+    """https://docs.anthropic.com/en/api/listing-message-batches: `data` newest first, `after_id` = `last_id`
+    while `has_more`; a Message Batch carries no metadata, so no label: its request count is the sum of
+    `request_counts`."""
+    page = ADAPTER.read_batch_list(json.loads((DATA / "anthropic_batch_list.json").read_text()))
+    running, ended = page.views
+    assert page.next is None, "has_more false: the last page"
+    assert running.provider_batch_id == "msgbatch_01HkcTjaV5uDC8jWR4ZsDV8d" and running.requests == 24
+    assert running.created_at is not None and running.created_at.isoformat().startswith("2024-09-24T18:37:24")
+    assert running.label is None and not running.ended
+    assert ended.requests == 4 and ended.ended and ended.results[0].endswith("/results")
+    assert not ADAPTER.labelled, "Anthropic's copies are found by time window and request count"

@@ -36,3 +36,17 @@ def test_the_batch_request_goes_to_batch_generate_content_with_each_key():
     endpoint = Endpoint("gemini", "gemini-2.5-flash", "https://generativelanguage.googleapis.com", None)
     line = ADAPTER.batch_line(endpoint, "c1-a1", ChatRequest([{"role": "user", "content": "hi"}]))
     assert line.url.endswith("/models/gemini-2.5-flash:generateContent") and line.body["contents"]
+
+
+def test_the_batch_list_gives_each_operation_with_its_display_name_count_and_time_and_the_next_token():
+    """https://ai.google.dev/api/batch-mode: `batches.list` answers a ListOperationsResponse {operations,
+    nextPageToken}; each GenerateContentBatch names itself by `displayName` (our label) and counts its
+    requests in `batchStats.requestCount` (an int64, a JSON string)."""
+    page = ADAPTER.read_batch_list(json.loads((DATA / "gemini_batch_list.json").read_text()))
+    ours, other = page.views
+    assert page.next == "CgwI6J3mwgYQgPqNuAM"
+    assert ours.provider_batch_id == "batches/654321" and ours.label == "afpbench 3f2a9c batch 9 a1b2c3d4e5f6"
+    assert ours.requests == 24 and ours.provider_status == "PENDING" and not ours.ended
+    assert ours.created_at is not None and ours.created_at.isoformat().startswith("2025-07-11T09:30:00")
+    assert other.label == "nightly-eval" and other.ended and other.requests == 3
+    assert ADAPTER.read_batch_list({"operations": []}).next is None

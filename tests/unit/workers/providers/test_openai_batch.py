@@ -61,3 +61,19 @@ def test_the_input_file_carries_each_sync_body_under_its_custom_id():
     written = json.loads(OpenAIBatch.jsonl([line]).decode())
     assert written == {"custom_id": "c5-a2", "method": "POST", "url": CHAT_PATH, "body": line.body}
     assert line.body["model"] == "gpt-4o-mini" and line.body["messages"][-1]["content"] == "hi"
+
+
+def test_a_page_of_the_batch_list_gives_each_batch_with_its_label_count_and_time_and_the_next_cursor():
+    """https://platform.openai.com/docs/api-reference/batch/list: `data` newest first, `after` = `last_id`
+    while `has_more`; our label is `metadata.afpbench` (https://platform.openai.com/docs/api-reference/batch/create)."""
+    page = ADAPTER.read_batch_list(json.loads((DATA / "openai_batch_list.json").read_text()))
+    ours, other = page.views
+    assert page.next == "batch_abc123"
+    assert ours.provider_batch_id == "batch_ghi789" and ours.label == "afpbench 3f2a9c batch 7 5e1d0c2b9a84"
+    assert ours.requests == 24 and ours.created_at is not None and ours.created_at.timestamp() == 1711475133
+    assert not ours.ended and other.ended and other.label is None, "another's metadata is no label of ours"
+
+
+def test_the_last_page_has_no_next_cursor():
+    body = json.loads((DATA / "openai_batch_list.json").read_text())
+    assert ADAPTER.read_batch_list({**body, "has_more": False}).next is None
