@@ -62,6 +62,18 @@ def queue_depth() -> int:
     return sum(r.llen(k) for k in r.keys("exec.*") + r.keys("score"))
 
 
+def batch_counts(database_url: str) -> dict[str, int]:
+    """The sweep's batches by status, and how many cells they carry (the batch lane)."""
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(database_url)
+    with engine.connect() as conn:
+        rows = conn.execute(sqlalchemy.text("SELECT status, count(*), coalesce(sum(entries), 0) FROM batch "
+                                            "GROUP BY status")).all()
+    engine.dispose()
+    return {**{status: n for status, n, _ in rows}, "cells": sum(int(e) for _, _, e in rows)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--fixtures", type=int, default=1000)
@@ -71,6 +83,10 @@ def main() -> None:
     ap.add_argument("--rate-per-min", type=float, default=None,
                     help="a declared rate for every model (its release window follows it)")
     ap.add_argument("--worker-seconds", type=float, default=60.0)
+    ap.add_argument("--lane", choices=["sync", "batch"], default="sync",
+                    help="batch: every model on the batch lane; the workers submit the batches to the sim, and "
+                         "the figure is the time until every batch is at the provider")
+    ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     compile_bytecode()
@@ -79,10 +95,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="afp-bench-") as tmp:
         work = Path(tmp)
         make_fixtures(work / "fixtures", args.fixtures)
-        with sim_process(log=work / "sim.log") as sim_url, distributed_services() as (_db, env):
+        with sim_process(log=work / "sim.log") as sim_url, distributed_services() as (db, env):
             spec = write_spec(work / "spec.yaml", sim_url, work / "fixtures", conditions=conditions,
                               repeats=args.repeats, models=args.models,
-                              limits={"requests_per_min": args.rate_per_min} if args.rate_per_min else None)
+                              limits={"requests_per_min": args.rate_per_min} if args.rate_per_min else None,
+                              lane=args.lane)
             started = time.monotonic()
             proc = subprocess.run([sys.executable, "-c", COORDINATOR, str(spec)], cwd=REPO, env=env,
                                   capture_output=True, text=True, timeout=1800)
@@ -92,17 +109,27 @@ def main() -> None:
             coordinator["process_wall_s"] = time.monotonic() - started
             depth = queue_depth()
             samples = []
-            with workers(env, 1, 8, work, prefix="scale") as procs:
+            batches_at_start = batch_counts(db)
+            with workers(env, args.workers, 8, work, prefix="scale") as procs:
                 t0 = time.monotonic()
                 while time.monotonic() - t0 < args.worker_seconds:
-                    time.sleep(min(10.0, args.worker_seconds / 6))
-                    samples.append({"t_s": round(time.monotonic() - t0, 1),
-                                    "worker_peak_rss_mb": round(peak_rss_mb(procs[0].pid), 1),
-                                    "queue_depth": queue_depth()})
+                    time.sleep(2.0 if args.lane == "batch" else min(10.0, args.worker_seconds / 6))
+                    sample = {"t_s": round(time.monotonic() - t0, 1),
+                              "worker_peak_rss_mb": round(peak_rss_mb(procs[0].pid), 1),
+                              "queue_depth": queue_depth()}
+                    if args.lane == "batch":
+                        sample["batches"] = counts = batch_counts(db)
+                        if not counts.get("created"):
+                            coordinator["all_batches_at_provider_s"] = round(
+                                coordinator["process_wall_s"] + sample["t_s"], 1)
+                            samples.append(sample)
+                            break
+                    samples.append(sample)
     cells = args.fixtures * args.models * len(conditions) * args.repeats
     emit("scale", {
         "machine_before": before, "cells": cells, "shape": f"{args.fixtures} fixtures x {args.models} models x "
         f"{len(conditions)} conditions x {args.repeats} repeats", "rate_per_min": args.rate_per_min,
+        "lane": args.lane, "workers": args.workers, "batches_at_start": batches_at_start,
         **{k: round(v, 2) if isinstance(v, float) else v for k, v in coordinator.items()},
         "queued_messages_after_start": depth, "worker_rss_samples": samples,
         "aggregation": "see benchmarks/bench_aggregate.py",

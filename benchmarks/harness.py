@@ -91,11 +91,12 @@ def write_prompts(fixtures_dir: Path, out: Path, condition: str = "A") -> int:
 
 
 def write_spec(path: Path, sim_url: str, fixtures_dir: Path | None, *, conditions=("A",), repeats: int = 1,
-               limits: dict | None = None, models: int = 1) -> Path:
+               limits: dict | None = None, models: int = 1, lane: str = "sync") -> Path:
     spec = {
         "name": "benchmark (simulated)",
         "models": [{"provider": "sim", "model": f"sim-plain-{i}", "base_url": sim_url,
-                    "label": f"sim-plain-{i} (simulated)", **({"limits": limits} if limits else {})}
+                    "label": f"sim-plain-{i} (simulated)", **({"limits": limits} if limits else {}),
+                    **({"lane": lane} if lane != "sync" else {})}
                    for i in range(models)],
         "judges": [],
         "conditions": list(conditions),

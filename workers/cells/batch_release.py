@@ -11,17 +11,17 @@ A batch carries at most AFP_BATCH_MAX_ENTRIES cells and never more than the prov
 (`BatchLimits.max_entries`); its bytes stay far below the provider's cap at that count (a pilot prompt is
 a few kilobytes; OpenAI allows 200 MB for 50,000). A pool with a batch quota (`limits.batch_queue_tokens`:
 the provider's cap on tokens enqueued in pending batches) takes no more than fits beside its open
-batches: the count is SQL's (the open batches' estimated tokens), so it holds across every worker and
-survives restarts; a batch that ends gives its room back.
+batches: the limiter's capacity rule, workers/limits/batch_quota.py.
 """
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, delete, func, insert, select, text, update
+from sqlalchemy import delete, insert, select, update
 
 from afpbench.scoring.render import render
 from afpbench.workers.celery_app import BATCHES, send
 from afpbench.workers.cells.claim import ATTEMPT, ATTEMPT_STARTED, CELL, SWEEP_CANCELLED
+from afpbench.workers.limits.batch_quota import cells_within_quota
 from afpbench.workers.providers.batch import BatchAPI
 from afpbench.workers.providers.families import adapter_for
 from afpbench.workers.settings import get_settings
@@ -68,26 +68,6 @@ def input_tokens(inputs: SweepInputs, condition: str, fixture_id: str) -> int:
     return sum(len(m.get("content") or "") for m in prompt.messages()) // 4
 
 
-def _within_quota(conn: Connection, pool: str, quota: int | None, costs: list[int]) -> int:
-    """How many of the cells (their token estimates, in order) fit the pool's batch quota beside its open
-    batches: all without a quota; at least one when nothing is queued (a cell bigger than the quota is
-    still sent, alone). On PostgreSQL the pool is locked for the transaction, so two releasers never
-    both take the same room."""
-    if quota is None:
-        return len(costs)
-    if conn.dialect.name == "postgresql":
-        conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:pool))"), {"pool": pool})
-    queued = conn.execute(select(func.coalesce(func.sum(BATCH.c.tokens), 0))
-                          .where(BATCH.c.pool == pool, BATCH.c.status.in_(OPEN_BATCH))).scalar_one()
-    room, taken = quota - queued, 0
-    for cost in costs:
-        if cost > room and (taken or queued):
-            break
-        room -= cost
-        taken += 1
-    return taken
-
-
 def _one_batch(sweep_id: str, inputs: SweepInputs, model: ModelSpec, tools: frozenset[str], size: int) -> int:
     """One batch of up to `size` pending cells in one transaction, within the pool's batch quota
     (`limits.batch_queue_tokens`); how many cells it took (0: none left, or no room in the quota)."""
@@ -102,7 +82,7 @@ def _one_batch(sweep_id: str, inputs: SweepInputs, model: ModelSpec, tools: froz
             wanted = wanted.where(CELL.c.fixture_id.not_in(tools))
         rows = conn.execute(wanted.order_by(CELL.c.id).limit(size)).all()
         costs = [input_tokens(inputs, r.condition, r.fixture_id) for r in rows] if quota else [0] * len(rows)
-        fits = _within_quota(conn, pool, quota, costs)
+        fits = cells_within_quota(conn, pool, quota, costs)
         ids, tokens = [r.id for r in rows[:fits]], sum(costs[:fits])
         if not ids:
             return 0

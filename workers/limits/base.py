@@ -31,7 +31,7 @@ class Limits(StrictModel):
     tokens_per_min: Number | None = Field(default=None, gt=0)
     max_in_flight: Count | None = Field(default=None, ge=1)
     # The provider's batch quota: most input tokens the pool's pending batches may hold at once (OpenAI's
-    # enqueued-token limit); counted in SQL over the pool's open batches (workers/cells/batch_release.py).
+    # enqueued-token limit); counted in SQL over the pool's open batches (workers/limits/batch_quota.py).
     batch_queue_tokens: Count | None = Field(default=None, ge=1)
 
     @property

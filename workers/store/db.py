@@ -238,16 +238,31 @@ def session_scope(url: str | None = None) -> Iterator[Session]:
         session.close()
 
 
-def insert_in_chunks(connection, table: Table, rows: Iterable[dict], chunk: int) -> None:
+def insert_in_chunks(connection, table: Table, rows: Iterable[dict], chunk: int) -> int:
     """Plain executemany of `rows` into `table`, `chunk` rows a statement, through `connection` (an ORM
     session or a Core connection). Rows are taken as they are made, so no list of all of them exists:
     the ORM's unit of work and giant multi-row statements were the 100k-cell bottleneck, and a list of
     every row held ~1 KB a cell until the commit. Into the table, not the ORM entity: the ORM's bulk
     path still inspected every row (1.0 s at 10,000 cells)."""
-    rows = iter(rows)
+    rows, written = iter(rows), 0
     while True:
         batch = list(islice(rows, chunk))
         if not batch:
-            return
+            return written
         connection.execute(insert(table), batch)
+        written += len(batch)
         del batch  # before the next is built: two chunks of fixture texts were held at once
+
+
+BULK_ROWS = 10_000  # a write this large can leave PostgreSQL's planner statistics far from the table
+
+
+def refresh_statistics(connection, table: Table, written: int) -> None:
+    """ANALYZE `table` on PostgreSQL after a bulk write of `written` rows, inside the writing transaction
+    (ANALYZE counts the transaction's own new rows, and its statistics commit with them). Autovacuum's
+    analyze comes late or never (it is off on some servers, this machine's among them): a planner that
+    still believes the cell table holds a few hundred pending rows scans the whole phase index for every
+    batch a release forms (1,000,000 cells: 0.5 batches/s before, 4 after; docs/PERFORMANCE.md, "Scale")."""
+    dialect = connection.get_bind().dialect if isinstance(connection, Session) else connection.dialect
+    if written >= BULK_ROWS and dialect.name == "postgresql":
+        connection.execute(text(f"ANALYZE {table.name}"))

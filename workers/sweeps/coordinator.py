@@ -17,7 +17,7 @@ from sqlmodel import Session
 
 from afpbench.scoring.states import ResultState
 from afpbench.workers.errors import SealMismatch, SweepNotFound
-from afpbench.workers.store.db import insert_in_chunks
+from afpbench.workers.store.db import insert_in_chunks, refresh_statistics
 from afpbench.workers.store.models import Cell, Phase, Sweep, table_of, utcnow
 from afpbench.workers.sweeps.gate_run import fixture_gate, gate_all
 from afpbench.workers.sweeps.inputs import SweepInputs, inputs_for_sweep, load_inputs
@@ -130,7 +130,8 @@ def create_sweep(session: Session, spec: SweepSpec, inputs: SweepInputs | None =
                 "state": ResultState.INVALID_TEST.value if reason else None, "state_reason": reason,
             }
 
-    insert_in_chunks(session, table_of(Cell), cell_rows(), _INSERT_CHUNK)
+    written = insert_in_chunks(session, table_of(Cell), cell_rows(), _INSERT_CHUNK)
+    refresh_statistics(session, table_of(Cell), written)
     session.flush()
     return sweep
 
