@@ -5,7 +5,11 @@ its own; then one worker drains messages for a while and its peak RSS is
 read at intervals (flat memory = the same peak late as early).
 
     .venv/bin/python benchmarks/bench_scale.py [--fixtures 1000] [--models 100] [--conditions A]
-        [--repeats 1] [--rate-per-min R] [--worker-seconds 60] [--out DIR]
+        [--repeats 1] [--rate-per-min R] [--worker-seconds 60] [--lane sync|batch] [--workers 1] [--out DIR]
+
+`--lane batch` puts every model on the batch lane: `start_sweep` then forms the provider batches, and the
+workers submit them to the simulator; `all_batches_at_provider_s` is when none is left unsent (sampled
+every 2 s, within `--worker-seconds`).
 
 Default shape: 1,000 fixtures x 100 simulated models x condition A = 100,000 cells. Release is
 windowed (workers/cells/dispatch.py:window_for): models without a declared rate share one window of
