@@ -124,8 +124,9 @@ class LocalServerNotReady(DependencyError):
 
 
 class JudgeCheckFailed(DependencyError):
-    """A judge gave no usable judgement on the calibration answers before the sweep (workers/grading/
-    judge_check.py): every cell would await a human. One line names the judge and why; nothing written."""
+    """A judge agreed with too few of the calibration answers' known verdicts before the sweep (workers/
+    grading/judge_check.py): every cell's verdict would rest on it. One line names the judge and why;
+    nothing written."""
 
 
 class RerunRefused(AfpbenchError, ValueError):

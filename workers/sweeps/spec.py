@@ -127,13 +127,18 @@ class ModelSpec(StrictModel):
         return json_sha256(self.identity())[:16]
 
 
+# 3 of the 4 default calibration answers: above the half that a judge always saying pass (or fail) gets.
+DEFAULT_MIN_AGREEMENT = 0.75
+
+
 class JudgeCheckSpec(StrictModel):
     """A few calls to each judge on the calibration answers before the sweep (workers/grading/judge_check.py):
-    a judge that gives no usable judgement stops the run. `enabled: null` (the default): on for every judge
-    that is not simulated."""
+    a judge that agrees with their known verdicts on less than `min_agreement` of them stops the run.
+    `enabled: null` (the default): on for every judge that is not simulated."""
 
     enabled: bool | None = None
     answers: Count = Field(default=4, ge=1, le=20)
+    min_agreement: Number = Field(default=DEFAULT_MIN_AGREEMENT, gt=0, le=1)
 
     @model_validator(mode="before")
     @classmethod
@@ -147,6 +152,8 @@ class JudgeCheckSpec(StrictModel):
 # Keys of the resolved spec left out while they hold their default (None): a spec written before they
 # existed resolves, and so seals, exactly as it did.
 _LEFT_OUT_AT_DEFAULT = ("comparisons", "judge_check", "budget")
+# Keys inside a section left out while they hold their default: (section, key, default).
+_SECTION_LEFT_OUT_AT_DEFAULT = (("judge_check", "min_agreement", DEFAULT_MIN_AGREEMENT),)
 # The same for each model's and judge's keys of the batch lane: lane, batch quota, batch prices.
 _ENTRY_LEFT_OUT_AT_DEFAULT = ((None, "lane", "sync"), ("limits", "batch_queue_tokens", None),
                               ("prices", "batch_input_per_mtok", None), ("prices", "batch_output_per_mtok", None))
@@ -270,6 +277,9 @@ class SweepSpec(StrictModel):
         for key in _LEFT_OUT_AT_DEFAULT:
             if data[key] is None:
                 del data[key]
+        for name, inner, value in _SECTION_LEFT_OUT_AT_DEFAULT:
+            if name in data and data[name].get(inner) == value:
+                del data[name][inner]
         for entry in [*data["models"], *data["judges"]]:
             for section, key, default in _ENTRY_LEFT_OUT_AT_DEFAULT:
                 holder = entry[section] if section else entry

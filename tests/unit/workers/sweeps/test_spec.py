@@ -140,3 +140,34 @@ def test_judge_check_is_on_for_real_judges_by_default_and_takes_a_boolean():
     off = parse_spec({"models": [SIM], "judges": [], "judge_check": False})
     assert off.judge_check is not None and off.judge_check.enabled is False
     assert off.resolved()["judge_check"] == {"enabled": False, "answers": 4}
+    assert check.min_agreement == off.judge_check.min_agreement == 0.75
+
+
+# The spec component of the seal (json_sha256 of the resolved spec) of specs written before
+# judge_check.min_agreement existed, as the code before it computed them.
+_SEALED_BEFORE_MIN_AGREEMENT = {
+    None: "97066384462dcfa609300dad0368dfb715d6d7e6f1adbf18f516bbe8a8d46e25",
+    False: "98368447d801f03894ae59e9d440a9bb06b95bd1974c4a4f17b3be16fb7d9e3a",
+    "enabled": "fc8fd70ddb93a42ed50f1918848ba3c0396eee38c0fcc97c4167a164e00c4953",
+    "answers": "cb2909b45c8924d5dde12a7032fce0cac62377ca3e5e8b7f429c295d86deea76",
+}
+
+
+def test_a_spec_from_before_min_agreement_resolves_and_seals_as_it_did():
+    """Rule (seal): a field added later is left out of the resolved spec at its default, so a spec written
+    before it (with or without `judge_check:`) seals exactly as before; a declared value is sealed."""
+    from afpbench.reference.hashing import json_sha256
+
+    real = {"provider": "openai-compatible", "model": "m", "base_url": "http://127.0.0.1:8080/v1"}
+    written = {None: None, False: False, "enabled": {"enabled": True}, "answers": {"answers": 6}}
+    for case, check in written.items():
+        raw = {"models": [{"provider": "sim", "model": "sim-1"}], "judges": [real]}
+        if check is not None:
+            raw["judge_check"] = check
+        spec = parse_spec(raw)
+        assert json_sha256(spec.resolved()) == _SEALED_BEFORE_MIN_AGREEMENT[case], case
+        assert json_sha256(parse_spec(spec.resolved()).resolved()) == _SEALED_BEFORE_MIN_AGREEMENT[case], case
+    declared = parse_spec({"models": [SIM], "judges": [], "judge_check": {"min_agreement": 0.5}})
+    assert declared.resolved()["judge_check"] == {"enabled": None, "answers": 4, "min_agreement": 0.5}
+    with pytest.raises(SpecError, match=r"judge_check.min_agreement: Input should be greater than 0"):
+        parse_spec({"models": [SIM], "judges": [], "judge_check": {"min_agreement": 0}})
