@@ -17,6 +17,8 @@ from afpbench.reference.protocol_facts import DIMENSIONS
 from afpbench.scoring.agreement import Kappa, cohens_kappa
 from afpbench.scoring.judge import Judgement, build_judge_messages
 from afpbench.scoring.rules import PassRule
+from afpbench.scoring.states import ResultState
+from afpbench.workers.grading.calibration_set import verdict_of
 from afpbench.workers.grading.judges import judge_call, judgement_response, read_call
 from afpbench.workers.sim.canned import load_canned
 from afpbench.workers.sweeps.endpoints import preflight_model
@@ -82,7 +84,7 @@ def calibrate(
                 unparseable += 1
                 rows.append({"response": response.id, "error": getattr(parsed, "reason", "unparseable")})
                 continue
-            judged_pass = rule.passes(parsed.scores, bool(parsed.flagged()))
+            judged_pass = verdict_of(parsed, fixture, rule) == ResultState.MODEL_PASS  # as the scorer reads one
             rows.append(
                 {
                     "response": response.id,
